@@ -1,0 +1,107 @@
+"""Reading the metric families' input files: JSONL, CSV and TSV, with errors that name the file and row.
+
+Rows are numbered the way a person finds them: JSONL by line (1 = first line), CSV/TSV by data row
+(1 = first row after the header).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from personagraph.errors import PersonagraphError
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # profiles and long contexts exceed the 128 KiB default
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise PersonagraphError(f"{path}: no such file")
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PersonagraphError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """Reads a JSONL file of objects.
+
+    Args:
+        path: the file.
+
+    Returns:
+        ``(line_number, record)`` pairs, blank lines skipped.
+
+    Raises:
+        PersonagraphError: missing or empty file, a line that is not a JSON object.
+    """
+    path = Path(path)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(_read(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PersonagraphError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise PersonagraphError(f"{path} line {number}: expected a JSON object, got {type(value).__name__}")
+        rows.append((number, value))
+    if not rows:
+        raise PersonagraphError(f"{path}: empty file (no records)")
+    return rows
+
+
+def read_table(
+    path: str | Path, required: Sequence[str], *, delimiter: str | None = None
+) -> list[tuple[int, dict[str, str]]]:
+    """Reads a CSV or TSV file with a header row.
+
+    Args:
+        path: the file.
+        required: columns that must be in the header.
+        delimiter: ``","`` or ``"\\t"``; by default from the suffix (``.tsv`` → tab, else comma).
+
+    Returns:
+        ``(row_number, row)`` pairs; row 1 is the first data row; cells are strings ("" when absent).
+
+    Raises:
+        PersonagraphError: missing or empty file, missing columns, a row with more cells than the header.
+    """
+    path = Path(path)
+    if delimiter is None:
+        delimiter = "\t" if path.suffix.lower() in {".tsv", ".tab"} else ","
+    text = _read(path)
+    if not text.strip():
+        raise PersonagraphError(f"{path}: empty file")
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.DictReader(text.splitlines(keepends=True), delimiter=delimiter, quoting=quoting)
+    header = [name.strip() for name in (reader.fieldnames or [])]
+    reader.fieldnames = header
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise PersonagraphError(
+            f"{path}: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"(header has: {', '.join(header) or 'nothing'})"
+        )
+    rows: list[tuple[int, dict[str, str]]] = []
+    for number, row in enumerate(reader, start=1):
+        if None in row:
+            raise PersonagraphError(f"{path} row {number}: more cells than the header has columns")
+        rows.append((number, {key: (value or "") for key, value in row.items()}))
+    if not rows:
+        raise PersonagraphError(f"{path}: empty file (a header but no rows)")
+    return rows
+
+
+def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]]) -> None:
+    """Writes records as JSONL (UTF-8, one object per line), creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
