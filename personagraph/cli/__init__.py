@@ -1,0 +1,46 @@
+"""The ``personagraph`` command. Each subcommand lives in its own module of this package and
+registers itself through ``register(app)``; commands are thin: flags → config → API → render."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+
+import typer
+
+from personagraph import __version__
+from personagraph.cli._common import console, state
+
+app = typer.Typer(
+    name="personagraph",
+    help="Simulate and evaluate LLM persona agents with LangGraph.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"personagraph {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log model calls and graph steps."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print results and errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    state.verbose, state.quiet = verbose, quiet
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    importlib.import_module(f"{__name__}.{_module}").register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,67 @@
+"""What every command shares: the console, the one error path (one line, exit 2), model flags."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from personagraph.errors import PersonagraphError
+from personagraph.models import ModelSettings
+
+T = TypeVar("T")
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class _State:
+    verbose: bool = False
+    quiet: bool = False
+
+
+state = _State()
+
+
+def fail(message: str) -> typer.Exit:
+    """Prints one error line and returns the exit to raise (code 2)."""
+    err_console.print(f"[bold red]error:[/] {' '.join(message.split())}", markup=True, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
+    """Runs a command body (sync, or an async function run to completion) behind the one error path.
+
+    PersonagraphError becomes one line and exit code 2; Ctrl-C exits 130 without a traceback (every
+    finished item is already in the run store).
+    """
+    try:
+        result = work()
+        if asyncio.iscoroutine(result):
+            return asyncio.run(result)
+        return result  # type: ignore[return-value]
+    except PersonagraphError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished items are saved; run the same command again to resume")
+        raise typer.Exit(code=130) from None
+
+
+BASE_URL_OPTION = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for openai: specs "
+                               "(default $OPENAI_BASE_URL).")
+API_KEY_OPTION = typer.Option(None, "--api-key", help="API key for openai: specs (default $OPENAI_API_KEY). "
+                              "Never written to the run directory.")
+
+
+def model_settings(base_url: str | None, api_key: str | None, **fields: Any) -> ModelSettings:
+    """Settings shared by a command's roles, from the common flags."""
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    try:
+        return ModelSettings(base_url=base_url, api_key=key, **fields)
+    except ValueError as exc:
+        raise PersonagraphError(f"bad model setting: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None

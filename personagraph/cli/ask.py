@@ -1,0 +1,41 @@
+"""``personagraph ask``: one persona answer, printed."""
+
+from __future__ import annotations
+
+import typer
+
+from personagraph.agents import PersonaAgent
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.errors import PersonagraphError
+from personagraph.models import ModelClient
+from personagraph.schemas import Persona
+
+
+def ask(
+    question: str = typer.Argument(..., help="The question to put to the persona."),
+    persona: str = typer.Option(..., "--persona", "-p", help="The persona, as free text."),
+    model: str = typer.Option("local:qwen2.5-coder-0.5b", "--model", "-m", help="Model spec of the persona agent."),
+    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+    max_tokens: int = typer.Option(256, help="Longest answer, in tokens."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Ask a persona agent one question and print its answer."""
+
+    async def body() -> None:
+        if not persona.strip():
+            raise PersonagraphError("--persona: empty")
+        settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
+        agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
+        with console.status(f"{model} is answering…"):
+            reply = await agent.respond(Persona(description=persona).description,
+                                        [{"role": "user", "content": question}])
+        if not reply.ok:
+            raise PersonagraphError(f"{model}: {reply.error}")
+        console.print(reply.text.strip() or "(empty answer)", markup=False)
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask)

@@ -1,0 +1,137 @@
+"""``personagraph eval``: PersonaGym evaluation of personas × models, with progress and a summary table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.environments.benchmark import load_benchmark
+from personagraph.errors import PersonagraphError
+from personagraph.evaluate import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, RunConfig, evaluate
+from personagraph.personas import load_personas
+from personagraph.schemas import TASK_NAMES, Persona
+
+STAGES = ("select", "questions", "answers", "exemplars", "verdicts")
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def render_summary(summary: dict) -> Table:
+    """The task × model table printed at the end of a run (also used by ``view``)."""
+    models = list(summary["models"])
+    table = Table(title="PersonaScore (1–5)")
+    table.add_column("")
+    for model in models:
+        table.add_column(model, justify="right", overflow="fold")
+    results = summary["models"]
+    for task in TASK_NAMES:
+        table.add_row(task, *(_fmt(results[m]["tasks"].get(task, {}).get("mean")) for m in models))
+    table.add_section()
+    table.add_row("PersonaScore", *(_fmt(results[m]["persona_score"]) for m in models), style="bold")
+    table.add_row("95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := results[m].get("ci")) else "—" for m in models))
+    table.add_row("refusal rate", *("—" if results[m]["refusal_rate"] is None else f"{results[m]['refusal_rate']:.0%}"
+                                    for m in models))
+    return table
+
+
+def eval_command(
+    persona: list[str] = typer.Option([], "--persona", help="A persona as free text (repeatable)."),
+    personas: Path | None = typer.Option(None, "--personas", help="A persona file: .txt, .jsonl or .yaml."),
+    benchmark: Path | None = typer.Option(None, "--benchmark", help="A static benchmark directory: "
+                                          "one <persona>.json per persona mapping task → questions."),
+    model: list[str] = typer.Option([], "--model", "-m", help=f"Model under test (repeatable; default {DEFAULT_MODEL})."),
+    agent: list[str] = typer.Option([], "--agent", help="A plug-in agent under test as module:attr (repeatable)."),
+    judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
+    generator: str | None = typer.Option(None, help="Model that selects environments and writes questions "
+                                         "and exemplars (default: the first judge)."),
+    environments: int | None = typer.Option(None, "--environments", min=1, help="Environments per persona (default 5)."),
+    questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, help="Questions per task (default 2)."),
+    concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
+    run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
+    seed: int = typer.Option(0, help="Seed for sampling and statistics."),
+    quick: bool = typer.Option(False, "--quick", help="Small run: 3 environments, 1 question per task, 1 judge."),
+    allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Evaluate how faithfully agents hold personas (PersonaGym), with an ensemble of judges."""
+
+    async def body() -> None:
+        sources = sum(bool(x) for x in (persona, personas, benchmark))
+        if sources != 1:
+            raise PersonagraphError("give exactly one of --persona, --personas FILE or --benchmark DIR")
+        bench = None
+        if benchmark:
+            loaded = load_benchmark(benchmark)
+            people = [p for p, _ in loaded]
+            bench = {p.description: questions for p, questions in loaded}
+        elif personas:
+            people = load_personas(personas)
+        else:
+            people = [Persona(description=text) for text in persona if text.strip()]
+            if not people:
+                raise PersonagraphError("--persona: empty")
+        judges = judge or [DEFAULT_JUDGE]
+        if quick:
+            judges = judges[:1]
+        plugins = []
+        if agent:
+            from personagraph.agents.plugin import load_agent
+
+            plugins = [load_agent(path) for path in agent]
+        models = model or ([] if plugins else [DEFAULT_MODEL])
+        config = RunConfig(
+            personas=people, benchmark=bench, models=models + [p.name for p in plugins], judges=judges,
+            generator=generator,
+            environments=environments or (QUICK["environments"] if quick else 5),
+            questions_per_task=questions_per_task or (QUICK["questions_per_task"] if quick else 2),
+            concurrency=concurrency, seed=seed, allow_self_judging=allow_self_judging,
+        )
+        settings = model_settings(base_url, api_key)
+        agents = None
+        if plugins:
+            from personagraph.agents import PersonaAgent
+            from personagraph.models import ModelClient
+
+            agents = [PersonaAgent(ModelClient.create(spec, "persona", settings=settings,
+                                                      temperature=config.persona_temperature))
+                      for spec in models] + plugins
+        n_tasks = 5
+        per_persona = {p.description: sum(len(v) for v in bench[p.description].values()) for p in people} if bench \
+            else {p.description: n_tasks * config.questions_per_task for p in people}
+        questions = sum(per_persona.values())
+        totals = {
+            "select": 0 if bench else len(people),
+            "questions": 0 if bench else len(people) * n_tasks,
+            "answers": questions * len(config.models),
+            "exemplars": questions,
+            "verdicts": questions * len(config.models) * len(config.judges),
+        }
+        with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, disable=state.quiet, transient=False) as progress:
+            bars = {stage: progress.add_task(stage, total=totals[stage] or None) for stage in STAGES
+                    if totals[stage]}
+
+            def on_item(stage: str) -> None:
+                if stage in bars:
+                    progress.advance(bars[stage])
+
+            summary = await evaluate(config, run_dir, settings=settings, agents=agents, on_item=on_item)
+        console.print(render_summary(summary))
+        console.print(
+            f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
+            f"failed verdicts: {summary['failed_verdicts']} · personas finished: "
+            f"{summary['personas_finished']}/{summary['personas']} · results: {run_dir}/summary.json"
+        )
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)

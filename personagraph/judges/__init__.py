@@ -1,0 +1,1 @@
+"""Rubrics, exemplars, the judge, refusal detection, scoring and statistics."""

@@ -1,0 +1,123 @@
+"""From verdicts to scores: item scores, task scores, PersonaScore, refusal rates and judge agreement.
+
+Item score = mean of the verdicts that parsed (a failed verdict is missing, never 0). Task score = mean
+of item scores. PersonaScore = mean of the five task scores. Everything here reads stored records, so a
+summary can be rebuilt from any run directory.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from personagraph.judges.stats import describe, krippendorff_alpha
+from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
+
+
+def score_items(answers: Iterable[Answer], verdicts: Iterable[Verdict]) -> list[ItemScore]:
+    """One ItemScore per answer: the mean of its parsed verdicts (None if there is none)."""
+    by_answer: dict[str, list[Verdict]] = defaultdict(list)
+    for verdict in verdicts:
+        by_answer[verdict.answer_id].append(verdict)
+    items = []
+    for answer in answers:
+        found = by_answer.get(answer.id, [])
+        scores = [v.score for v in found if v.status == "ok" and v.score is not None]
+        items.append(
+            ItemScore(
+                answer_id=answer.id, question_id=answer.question_id, persona_id=answer.persona_id,
+                model=answer.model, task=answer.task,
+                score=float(np.mean(scores)) if scores else None,
+                n_verdicts=len(scores), n_failed=len(found) - len(scores),
+            )
+        )
+    return items
+
+
+def _persona_score_ci(per_task: dict[str, list[float]], seed: int = 0) -> list[float] | None:
+    """Bootstrap CI of the mean of task means, resampling items within each task."""
+    samples = [np.asarray(v, dtype=float) for v in per_task.values() if v]
+    if len(samples) == 0 or any(len(s) < 2 for s in samples):
+        return None
+    if all(np.ptp(s) == 0 for s in samples):
+        value = float(np.mean([s.mean() for s in samples]))
+        return [value, value]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = scipy_stats.bootstrap(
+            tuple(samples), lambda *xs: np.mean([x.mean() for x in xs]), vectorized=False,
+            n_resamples=2000, method="percentile", random_state=np.random.default_rng(seed),
+        )
+    low, high = result.confidence_interval
+    return [float(low), float(high)] if math.isfinite(low) and math.isfinite(high) else None
+
+
+def summarize_scores(
+    answers: list[Answer], verdicts: list[Verdict], judges: list[str], seed: int = 0
+) -> dict[str, Any]:
+    """The per-model scores and judge agreement, in the shape of ``summary.json``'s model section."""
+    items = score_items(answers, verdicts)
+    models: dict[str, Any] = {}
+    for model in sorted({a.model for a in answers}):
+        model_answers = [a for a in answers if a.model == model]
+        model_items = [i for i in items if i.model == model]
+        tasks: dict[str, Any] = {}
+        per_task_scores: dict[str, list[float]] = {}
+        for task in TASK_NAMES:
+            task_answers = [a for a in model_answers if a.task == task]
+            if not task_answers:
+                continue
+            scores = [i.score for i in model_items if i.task == task and i.score is not None]
+            summary = describe(scores, seed=seed)
+            refusals = sum(a.refusal for a in task_answers)
+            answered = sum(a.status == "ok" for a in task_answers)
+            per_task_scores[task] = scores
+            tasks[task] = {
+                "mean": summary.mean,
+                "ci": [summary.ci_low, summary.ci_high] if summary.ci_low is not None else None,
+                "std": summary.std,
+                "n": summary.n,
+                "questions": len(task_answers),
+                "failed_answers": len(task_answers) - answered,
+                "refusals": refusals,
+                "refusal_rate": refusals / answered if answered else None,
+            }
+        task_means = [t["mean"] for t in tasks.values() if t["mean"] is not None]
+        answered = sum(a.status == "ok" for a in model_answers)
+        refusals = sum(a.refusal for a in model_answers)
+        models[model] = {
+            "persona_score": float(np.mean(task_means)) if task_means else None,
+            "ci": _persona_score_ci(per_task_scores, seed),
+            "tasks_scored": len(task_means),
+            "refusal_rate": refusals / answered if answered else None,
+            "refusals": refusals,
+            "answers": len(model_answers),
+            "failed_answers": len(model_answers) - answered,
+            "tasks": tasks,
+        }
+    # Agreement: judges as raters, answers as items.
+    answer_ids = [a.id for a in answers if a.status == "ok"]
+    table = {(v.judge, v.answer_id): v.score for v in verdicts if v.status == "ok"}
+    ratings = [[table.get((judge, answer_id)) for answer_id in answer_ids] for judge in judges]
+    failed = [v for v in verdicts if v.status != "ok"]
+    return {
+        "models": models,
+        "failed_verdicts": len(failed),
+        "verdicts": len(verdicts),
+        "judge_agreement": {
+            "judges": judges,
+            "krippendorff_alpha_ordinal": krippendorff_alpha(ratings) if len(judges) > 1 else None,
+            "note": None if len(judges) > 1 else "one judge: agreement needs two or more",
+        },
+        "per_judge_mean": {
+            judge: (float(np.mean(s)) if (s := [v.score for v in verdicts if v.judge == judge and v.score is not None])
+                    else None)
+            for judge in judges
+        },
+    }

@@ -1,0 +1,301 @@
+"""ModelClient: every LLM call of every role goes cache → limiter → provider (with retries) → validation.
+
+A call that fails is a value (``status="failed"`` with the raw text and the reason), never an exception
+that kills a batch and never a score; an error message is never returned as if the model had said it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from pydantic import BaseModel, ValidationError
+
+from personagraph.models.factory import make_chat_model
+from personagraph.models.retry import RetryPolicy, classify
+from personagraph.models.settings import ModelSettings
+from personagraph.models.spec import ModelSpec, parse_spec
+from personagraph.store import CallRow, RunStore
+
+T = TypeVar("T", bound=BaseModel)
+Messages = list[dict[str, str]]
+Status = Literal["ok", "failed"]
+
+
+@dataclass
+class Completion:
+    """A free-text reply. ``text`` is what the model said ("" when it said nothing or failed)."""
+
+    status: Status
+    text: str = ""
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Structured(Generic[T]):
+    """A structured reply: ``value`` is the validated object, ``raw`` the model's text as received."""
+
+    status: Status
+    value: T | None = None
+    raw: str = ""
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Meter:
+    """Counts what an invocation did, per role: calls sent, cache hits, tokens, failures."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    input_tokens: dict[str, int] = field(default_factory=dict)
+    output_tokens: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def _add(counter: dict[str, int], role: str, n: int = 1) -> None:
+        counter[role] = counter.get(role, 0) + n
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def total_cache_hits(self) -> int:
+        return sum(self.cache_hits.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        roles = sorted(set(self.calls) | set(self.cache_hits) | set(self.failures))
+        return {
+            role: {
+                "calls": self.calls.get(role, 0),
+                "cache_hits": self.cache_hits.get(role, 0),
+                "input_tokens": self.input_tokens.get(role, 0),
+                "output_tokens": self.output_tokens.get(role, 0),
+                "failures": self.failures.get(role, 0),
+            }
+            for role in roles
+        }
+
+
+_limiters: dict[tuple[str, str, int], asyncio.Semaphore] = {}
+
+
+def _limiter(key: str, base_url: str, limit: int) -> asyncio.Semaphore:
+    """One semaphore per model endpoint and event loop, shared by every role using that model."""
+    slot = (key, base_url, id(asyncio.get_running_loop()))
+    if slot not in _limiters:
+        _limiters[slot] = asyncio.Semaphore(limit)
+    return _limiters[slot]
+
+
+def cache_key(spec: str, base_url: str, messages: Messages, params: dict[str, Any]) -> str:
+    """The response-cache key: model spec + endpoint + messages + sampling parameters."""
+    blob = json.dumps({"model": spec, "base_url": base_url, "messages": messages, "params": params},
+                      sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def extract_json(text: str) -> Any:
+    """Parses the JSON object in a reply, tolerating code fences and prose around it.
+
+    Raises:
+        ValueError: when no JSON object can be parsed.
+    """
+    candidates = [text.strip()]
+    candidates += [m.strip() for m in _FENCE.findall(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(value, dict):
+            return value
+    raise ValueError("no JSON object found in the reply")
+
+
+def format_instructions(schema: type[BaseModel]) -> str:
+    """A compact description of the expected JSON object, appended to structured prompts."""
+    props = schema.model_json_schema().get("properties", {})
+    lines = []
+    for name, prop in props.items():
+        kind = prop.get("type", "value")
+        if "minimum" in prop and "maximum" in prop:
+            kind = f"{kind} from {prop['minimum']} to {prop['maximum']}"
+        if kind == "array":
+            kind = f"list of {prop.get('items', {}).get('type', 'value')}s"
+        desc = f": {prop['description']}" if prop.get("description") else ""
+        lines.append(f'- "{name}" ({kind}){desc}')
+    return "Reply with only a JSON object with these keys, in this order:\n" + "\n".join(lines)
+
+
+class ModelClient:
+    """One role's handle on one model: cached, rate-limited, retried and validated calls.
+
+    Use :meth:`create`; ``store`` (a run's store) makes calls resumable: a call whose key is stored is
+    answered from the store and never sent again.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        role: str,
+        chat_model: BaseChatModel,
+        settings: ModelSettings,
+        *,
+        store: RunStore | None = None,
+        meter: Meter | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.spec = spec
+        self.role = role
+        self.chat_model = chat_model
+        self.settings = settings
+        self.store = store
+        self.meter = meter or Meter()
+        self.retry = retry or RetryPolicy()
+        self._base_url = settings.base_url or ""
+        if spec.provider == "local":
+            self._concurrency = 1  # one inference at a time on the CPU
+        else:
+            self._concurrency = settings.concurrency
+
+    @classmethod
+    def create(
+        cls,
+        spec: str | ModelSpec,
+        role: str,
+        *,
+        store: RunStore | None = None,
+        meter: Meter | None = None,
+        settings: ModelSettings | None = None,
+        **overrides: Any,
+    ) -> ModelClient:
+        """Builds a client for ``spec`` playing ``role``; ``overrides`` update ``settings`` fields."""
+        parsed = parse_spec(spec) if isinstance(spec, str) else spec
+        settings = (settings or ModelSettings()).model_copy(update=overrides)
+        return cls(parsed, role, make_chat_model(parsed, settings), settings, store=store, meter=meter)
+
+    # --- the one path every call takes ----------------------------------------------------------
+    def _params(self, response_format: dict[str, Any] | None) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens,
+            "seed": self.settings.seed,
+        }
+        if response_format:
+            params["response_format"] = response_format
+        return params
+
+    async def _call(self, messages: Messages, response_format: dict[str, Any] | None) -> Completion:
+        params = self._params(response_format)
+        key = cache_key(str(self.spec), self._base_url, messages, params)
+        if self.store is not None and (row := self.store.get_call(key)) is not None:
+            self.meter._add(self.meter.cache_hits, self.role)
+            return Completion("ok", row.text, cached=True)
+        kwargs = {"response_format": response_format} if response_format else {}
+        timeout = None if self.spec.provider == "local" else self.settings.timeout_s
+        last_error = "no attempt made"
+        for attempt in range(self.retry.attempts):
+            started = time.perf_counter()
+            try:
+                async with _limiter(str(self.spec), self._base_url, self._concurrency):
+                    reply = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), timeout)
+            except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
+                transient = classify(exc)
+                if transient is None:
+                    self.meter._add(self.meter.failures, self.role)
+                    return Completion("failed", error=f"{type(exc).__name__}: {exc}"[:500])
+                last_error = str(transient)[:500]
+                if attempt + 1 < self.retry.attempts:
+                    await asyncio.sleep(self.retry.delay(attempt, transient.retry_after))
+                continue
+            latency = time.perf_counter() - started
+            text = reply.content if isinstance(reply.content, str) else str(reply.content)
+            usage = reply.usage_metadata or {}
+            self.meter._add(self.meter.calls, self.role)
+            self.meter._add(self.meter.input_tokens, self.role, usage.get("input_tokens", 0))
+            self.meter._add(self.meter.output_tokens, self.role, usage.get("output_tokens", 0))
+            if self.store is not None:
+                self.store.put_call(
+                    CallRow(key, self.role, str(self.spec), text, usage.get("input_tokens", 0),
+                            usage.get("output_tokens", 0), latency),
+                    {"messages": messages, "params": params},
+                )
+            return Completion("ok", text)
+        self.meter._add(self.meter.failures, self.role)
+        return Completion("failed", error=f"gave up after {self.retry.attempts} attempts: {last_error}")
+
+    # --- public API -----------------------------------------------------------------------------
+    async def complete(self, messages: Messages) -> Completion:
+        """A free-text reply. An empty reply is ``ok`` with ``text == ""``: callers decide what it means."""
+        return await self._call(messages, None)
+
+    def _response_format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
+        mode = self.settings.structured
+        if mode == "auto":
+            mode = "json_schema" if self.spec.provider == "openai" and not self._base_url else "json_object"
+        json_schema = schema.model_json_schema()
+        if mode == "json_schema":
+            return {"type": "json_schema",
+                    "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": False}}
+        if mode == "json_object":
+            return {"type": "json_object", "schema": json_schema}
+        return None
+
+    async def structured(self, messages: Messages, schema: type[T]) -> Structured[T]:
+        """A reply validated against ``schema``; one retry with a format reminder, then ``failed``."""
+        prompt = [dict(m) for m in messages]
+        prompt[-1]["content"] = f"{prompt[-1]['content']}\n\n{format_instructions(schema)}"
+        response_format = self._response_format(schema)
+        reply = await self._call(prompt, response_format)
+        cached = reply.cached
+        if not reply.ok:
+            return Structured("failed", error=reply.error)
+        error = ""
+        for attempt in range(2):
+            try:
+                return Structured("ok", schema.model_validate(extract_json(reply.text)), reply.text, cached=cached)
+            except (ValueError, ValidationError) as exc:
+                error = _short_error(exc)
+            if attempt == 0:
+                retry_prompt = prompt + [
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": f"That reply was not valid ({error}). "
+                                                f"{format_instructions(schema)}"},
+                ]
+                reply = await self._call(retry_prompt, response_format)
+                cached = cached and reply.cached
+                if not reply.ok:
+                    return Structured("failed", raw="", error=reply.error)
+        self.meter._add(self.meter.failures, self.role)
+        return Structured("failed", raw=reply.text, error=f"invalid structured output: {error}", cached=cached)
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "object"
+        return f"{where}: {first.get('msg', 'invalid')}"
+    return str(exc)[:200]

@@ -1,0 +1,149 @@
+"""``test:<name>`` — deterministic chat models for offline tests. Never a default.
+
+Replies depend only on the request (messages and response format). Structured calls get an object that
+satisfies the requested JSON schema, with values drawn from a hash of the request, so scores vary across
+items but repeat exactly across runs. Named behaviours cover failure paths; tests can register their own
+scripts with :func:`register_script`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from personagraph.models.retry import TransientModelError
+
+Script = Callable[[list[dict[str, Any]], dict[str, Any] | None], str]
+_scripts: dict[str, Script] = {}
+_attempts: dict[str, int] = {}
+
+
+def register_script(name: str, script: Script) -> None:
+    """Makes ``test:<name>`` reply with ``script(messages, schema_or_None)``."""
+    _scripts[name] = script
+
+
+def _rng(messages: list[dict[str, Any]], extra: str = "") -> random.Random:
+    blob = json.dumps(messages, sort_keys=True) + extra
+    return random.Random(int(hashlib.sha256(blob.encode()).hexdigest()[:16], 16))
+
+
+_POOL_LINE = re.compile(r"^\s*-\s+([^:\n(]+?)\s*(?::|\(|$)", re.M)
+
+
+def _listed_names(messages: list[dict[str, Any]]) -> list[str]:
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    return [name.strip() for name in _POOL_LINE.findall(text) if name.strip()]
+
+
+def value_for(schema: dict[str, Any], rng: random.Random, root: dict[str, Any], messages: list, key: str = "") -> Any:
+    """A deterministic value satisfying a (pydantic-generated) JSON schema."""
+    if "$ref" in schema:
+        name = schema["$ref"].split("/")[-1]
+        return value_for(root.get("$defs", {})[name], rng, root, messages, key)
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            options = [s for s in schema[union] if s.get("type") != "null"] or schema[union]
+            return value_for(options[0], rng, root, messages, key)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type", "object")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: value_for(sub, rng, root, messages, name) for name, sub in props.items()}
+    if kind == "array":
+        low = schema.get("minItems", 1)
+        high = schema.get("maxItems", max(low, 3))
+        count = rng.randint(low, high)
+        items = schema.get("items", {"type": "string"})
+        if items.get("type") == "string" and key in {"environments", "names"}:
+            names = _listed_names(messages)
+            if names:
+                return rng.sample(names, min(count, len(names)))
+        return [value_for(items, rng, root, messages, key) for _ in range(count)]
+    if kind == "integer":
+        return rng.randint(int(schema.get("minimum", 1)), int(schema.get("maximum", 5)))
+    if kind == "number":
+        return round(rng.uniform(schema.get("minimum", 0.0), schema.get("maximum", 1.0)), 3)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    words = ["steady", "honest", "careful", "warm", "plain", "sure", "proud", "calm", "bright"]
+    text = f"test {key or 'text'} {' '.join(rng.choice(words) for _ in range(4))}"
+    return text[: schema.get("maxLength", len(text))]
+
+
+def _free_text(messages: list[dict[str, Any]], rng: random.Random) -> str:
+    last = str(messages[-1].get("content", "")) if messages else ""
+    words = re.findall(r"[A-Za-z']+", last)[-6:]
+    openers = ["Well,", "Honestly,", "You know,", "In my experience,", "Sure thing,"]
+    return f"{rng.choice(openers)} when it comes to {' '.join(words) or 'that'}, I do it my own way. That is how I was raised."
+
+
+def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
+    """The reply of ``test:<name>`` to a request (see the module docstring for the behaviours)."""
+    schema = None
+    if response_format:
+        schema = response_format.get("schema") or response_format.get("json_schema", {}).get("schema")
+    if name in _scripts:
+        return _scripts[name](messages, schema)
+    rng = _rng(messages, name + (json.dumps(schema, sort_keys=True) if schema else ""))
+    key = hashlib.sha256(json.dumps([name, messages, schema], sort_keys=True).encode()).hexdigest()
+    if name == "flaky":
+        _attempts[key] = _attempts.get(key, 0) + 1
+        if _attempts[key] == 1:
+            raise TransientModelError("test:flaky fails every first attempt", retry_after=0.01)
+    if name == "down":
+        raise TransientModelError("test:down never answers")
+    if name == "empty":
+        return ""
+    if name == "refuser" and schema is None:
+        return "As an AI language model, I don't have personal experiences, but I can share general information."
+    if name == "broken" and schema is not None:
+        return "Sure! Here is my verdict: the answer is great {score: five"
+    if schema is not None:
+        return json.dumps(value_for(schema, rng, schema, messages))
+    return _free_text(messages, rng)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A LangChain chat model that answers with :func:`reply` (``test:<name>`` specs)."""
+
+    model_name: str = "default"
+
+    @property
+    def _llm_type(self) -> str:
+        return "personagraph-test"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        plain = convert_to_openai_messages(messages)
+        text = reply(self.model_name, plain, kwargs.get("response_format"))
+        tokens_in = sum(len(str(m.get("content", "")).split()) for m in plain)
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": tokens_in,
+                "output_tokens": len(text.split()),
+                "total_tokens": tokens_in + len(text.split()),
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return self._generate(messages, stop, **kwargs)

@@ -1,0 +1,85 @@
+"""Loading personas from the command line or from files (.txt, .jsonl, .yaml)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from personagraph.errors import PersonagraphError
+from personagraph.schemas import Persona
+
+MAX_PERSONA_CHARS = 4000
+
+
+def _persona(value: Any, where: str) -> Persona:
+    if isinstance(value, dict):
+        value = value.get("persona", value.get("description"))
+    if not isinstance(value, str):
+        raise PersonagraphError(f"{where}: expected a persona text (or an object with 'persona'), got {type(value).__name__}")
+    if len(value) > MAX_PERSONA_CHARS:
+        raise PersonagraphError(f"{where}: persona is {len(value)} characters; the limit is {MAX_PERSONA_CHARS}")
+    try:
+        return Persona(description=value)
+    except ValidationError:
+        raise PersonagraphError(f"{where}: empty persona") from None
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in data:
+        raise PersonagraphError(f"{path}: binary file, expected UTF-8 text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PersonagraphError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_personas(path: str | Path) -> list[Persona]:
+    """Reads personas: .txt (one a line, blank lines and #comments skipped), .jsonl (a string or an
+    object with ``persona`` per line) or .yaml (a list, or ``{personas: [...]}``). Duplicates are dropped.
+
+    Raises:
+        PersonagraphError: naming the file (and line) of the first problem.
+    """
+    path = Path(path)
+    text = _read(path)
+    suffix = path.suffix.lower()
+    personas: list[Persona] = []
+    if suffix == ".txt":
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                personas.append(_persona(line, f"{path}:{number}"))
+    elif suffix == ".jsonl":
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            personas.append(_persona(value, f"{path}:{number}"))
+    elif suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            raise PersonagraphError(f"{where}: invalid YAML") from None
+        if isinstance(data, dict):
+            data = data.get("personas")
+        if not isinstance(data, list):
+            raise PersonagraphError(f"{path}: expected a list of personas (or a 'personas' list)")
+        personas = [_persona(item, f"{path}: item {i + 1}") for i, item in enumerate(data)]
+    else:
+        raise PersonagraphError(f"{path}: unsupported persona file type {suffix!r}; use .txt, .jsonl or .yaml")
+    unique = list({p.description: p for p in personas}.values())
+    if not unique:
+        raise PersonagraphError(f"{path}: no personas found")
+    return unique

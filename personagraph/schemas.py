@@ -1,0 +1,156 @@
+"""Pydantic types that cross boundaries: files, the run store, the CLI, and LLM structured output."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+Status = Literal["ok", "failed"]
+TASK_NAMES = (
+    "Expected Action",
+    "Action Justification",
+    "Linguistic Habits",
+    "Persona Consistency",
+    "Toxicity Control",
+)
+
+
+def short_id(*parts: str) -> str:
+    """A stable 12-hex id from the given parts (same input, same id, across runs)."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:12]
+
+
+def slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit] or "item"
+
+
+# --- domain ------------------------------------------------------------------------------------------
+class Persona(BaseModel):
+    """A persona under test, as free text."""
+
+    description: str = Field(min_length=1, max_length=4000)
+
+    @field_validator("description")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if not value:
+            raise ValueError("empty persona")
+        return value
+
+    @property
+    def id(self) -> str:
+        return f"{slug(self.description, 24)}-{short_id(self.description)[:8]}"
+
+
+class Environment(BaseModel):
+    """A setting from the pool where questions are placed."""
+
+    name: str
+    category: str
+    description: str
+
+
+class Task(BaseModel):
+    """One PersonaGym task: what it measures, how to write its questions, which rubric judges it."""
+
+    name: str
+    key: str
+    description: str
+    question_requirements: str
+    rubric: str
+
+
+class Question(BaseModel):
+    id: str
+    persona_id: str
+    task: str
+    text: str
+    index: int = 0
+    source: Literal["generated", "benchmark"] = "generated"
+
+
+class Answer(BaseModel):
+    """The agent's answer to one question; a failed call keeps its reason and is never judged."""
+
+    id: str
+    question_id: str
+    persona_id: str
+    task: str
+    model: str
+    status: Status
+    text: str = ""
+    error: str | None = None
+    refusal: bool = False
+    refusal_marker: str | None = None
+
+
+class Exemplars(BaseModel):
+    """Example answers for scores 1–5 to one question, written for this persona (shared across models)."""
+
+    question_id: str
+    status: Status
+    by_score: dict[int, str] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class Verdict(BaseModel):
+    """One judge's verdict on one answer. ``score`` is None unless the verdict parsed."""
+
+    id: str
+    answer_id: str
+    judge: str
+    status: Status
+    score: int | None = None
+    rationale: str = ""
+    raw: str = ""
+    error: str | None = None
+
+
+class ItemScore(BaseModel):
+    """An answer's score: the mean of the verdicts that parsed (None when none did)."""
+
+    answer_id: str
+    question_id: str
+    persona_id: str
+    model: str
+    task: str
+    score: float | None
+    n_verdicts: int
+    n_failed: int
+
+
+# --- LLM structured output ---------------------------------------------------------------------------
+class EnvironmentChoice(BaseModel):
+    """The environment selector's reply."""
+
+    environments: list[str] = Field(description="names of the chosen environments, copied exactly from the list")
+
+
+class QuestionList(BaseModel):
+    """The question generator's reply."""
+
+    questions: list[str] = Field(description="the questions, one per item, without numbering")
+
+
+class ExemplarSet(BaseModel):
+    """The exemplar generator's reply: one example answer per score."""
+
+    score_1: str = Field(description="an answer that deserves score 1")
+    score_2: str = Field(description="an answer that deserves score 2")
+    score_3: str = Field(description="an answer that deserves score 3")
+    score_4: str = Field(description="an answer that deserves score 4")
+    score_5: str = Field(description="an answer that deserves score 5")
+
+    def by_score(self) -> dict[int, str]:
+        return {i: getattr(self, f"score_{i}") for i in range(1, 6)}
+
+
+class JudgeReply(BaseModel):
+    """A judge's reply: reasoning first, so the score follows from it."""
+
+    rationale: str = Field(description="two or three sentences comparing the response with the rubric and examples")
+    score: int = Field(ge=1, le=5, description="the score")
