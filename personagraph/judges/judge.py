@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from personagraph.judges.rubrics import load_rubric
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pydantic import BaseModel, Field, create_model
+
+from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
-from personagraph.schemas import Answer, Exemplars, ExemplarSet, JudgeReply, Question, Task, Verdict, short_id
+from personagraph.schemas import (
+    Answer,
+    Exemplars,
+    ExemplarSet,
+    JudgeReply,
+    Question,
+    Status,
+    Task,
+    Verdict,
+    short_id,
+)
 
 
 async def write_exemplars(client: ModelClient, persona: str, task: Task, question: Question) -> Exemplars:
@@ -19,10 +34,63 @@ async def write_exemplars(client: ModelClient, persona: str, task: Task, questio
     return Exemplars(question_id=question.id, status="ok", by_score=reply.value.by_score())
 
 
-def exemplar_text(exemplars: Exemplars | None) -> str:
-    if exemplars is None or exemplars.status != "ok":
-        return "(no examples available: rely on the rubric alone)"
+def exemplar_text(exemplars: Exemplars) -> str:
+    """The exemplars as the judge reads them."""
     return "\n".join(f"Score {score}: {text}" for score, text in sorted(exemplars.by_score.items()))
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A judge's reading of one response: ``score`` is None unless the reply parsed."""
+
+    status: Status
+    score: int | None
+    rationale: str
+    raw: str
+    error: str | None
+
+
+@lru_cache(maxsize=None)
+def reply_schema(low: int, high: int) -> type[BaseModel]:
+    """The judge's structured reply for a ``low``..``high`` scale (rationale first, then the score)."""
+    if (low, high) == (1, 5):
+        return JudgeReply
+    return create_model(
+        f"JudgeReply{low}to{high}",
+        rationale=(str, Field(description=JudgeReply.model_fields["rationale"].description)),
+        score=(int, Field(ge=low, le=high, description="the score")),
+    )
+
+
+async def score_response(
+    client: ModelClient,
+    rubric: Rubric,
+    *,
+    persona: str,
+    question: str,
+    response: str,
+    examples: str | None = None,
+) -> Scored:
+    """Scores one response against one rubric: the single judge call every judging path uses.
+
+    A reply that does not parse (after the model layer's one format retry) is ``failed`` with its raw
+    text: missing from any mean, never a 0.
+    """
+    messages = load_prompt("judge").messages(
+        task=rubric.task,
+        rubric=rubric.text(),
+        persona=persona or "(not given)",
+        question=question or "(not given)",
+        exemplars=examples or "(no examples available: rely on the rubric alone)",
+        answer=response,
+        low=rubric.scale[0],
+        high=rubric.scale[1],
+    )
+    reply = await client.structured(messages, reply_schema(*rubric.scale))
+    if not reply.ok or reply.value is None:
+        return Scored("failed", None, "", reply.raw, reply.error)
+    value = reply.value
+    return Scored("ok", int(value.score), str(value.rationale).strip(), reply.raw, None)  # type: ignore[attr-defined]
 
 
 async def judge_answer(
@@ -33,31 +101,18 @@ async def judge_answer(
     answer: Answer,
     exemplars: Exemplars | None,
 ) -> Verdict:
-    """Scores one answer with the task's rubric and the exemplars.
-
-    A reply that does not parse (after the model layer's one format retry) is a failed verdict with
-    its raw text: it is missing from the item's mean, never a 0.
-    """
-    rubric = load_rubric(task.rubric)
-    messages = load_prompt("judge").messages(
-        task=task.name,
-        rubric=rubric.text(),
-        persona=persona,
-        question=question.text,
-        exemplars=exemplar_text(exemplars),
-        answer=answer.text,
+    """PersonaGym step 5 for one answer and one judge: the task's rubric plus the exemplars."""
+    scored = await score_response(
+        client, load_rubric(task.rubric), persona=persona, question=question.text, response=answer.text,
+        examples=exemplar_text(exemplars) if exemplars is not None and exemplars.status == "ok" else None,
     )
-    verdict_id = short_id(answer.id, str(client.spec))
-    reply = await client.structured(messages, JudgeReply)
-    if not reply.ok or reply.value is None:
-        return Verdict(id=verdict_id, answer_id=answer.id, judge=str(client.spec), status="failed",
-                       raw=reply.raw, error=reply.error)
     return Verdict(
-        id=verdict_id,
+        id=short_id(answer.id, str(client.spec)),
         answer_id=answer.id,
         judge=str(client.spec),
-        status="ok",
-        score=reply.value.score,
-        rationale=reply.value.rationale.strip(),
-        raw=reply.raw,
+        status=scored.status,
+        score=scored.score,
+        rationale=scored.rationale,
+        raw=scored.raw,
+        error=scored.error,
     )
