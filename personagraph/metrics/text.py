@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Sequence
@@ -18,18 +17,21 @@ def tokens(text: str) -> list[str]:
 
 
 def _list_literal(text: str) -> list[str] | None:
-    """Parses ``["a", "b"]``, ``['a', 'b']`` or numpy's ``['a' 'b']`` into strings, if ``text`` is one."""
+    """Parses ``["a", "b"]``, ``['a', 'b']`` or numpy's ``['a' 'b']`` into strings, if ``text`` is one.
+
+    Quoted items are read one by one rather than with ``ast.literal_eval``, which would glue numpy's
+    space-separated items into one string.
+    """
     if not (text.startswith("[") and text.endswith("]")):
         return None
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return value
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
     quoted = [a or b for a, b in _QUOTED.findall(text)]
-    return quoted or None
+    return [item.replace("\\'", "'").replace('\\"', '"') for item in quoted] or None
 
 
 def persona_sentences(persona: str | Sequence[str] | None) -> list[str]:
