@@ -1,0 +1,1 @@
+"""Long-term memory for persona agents: a Chroma bank, offline embeddings, recall and retrieval metrics."""

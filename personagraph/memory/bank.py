@@ -1,0 +1,427 @@
+"""The memory bank: one Chroma collection of users' memories, isolated per user.
+
+A bank lives in a local folder (``chromadb.PersistentClient``) or on a Chroma server
+(``chromadb.HttpClient`` when the location is an ``http://host:port`` URL); every other line of code is
+the same for both. Embeddings are always computed here (the offline embedding function in
+:mod:`personagraph.memory.embeddings`) or supplied by the caller, never by Chroma's default model.
+
+Isolation: Chroma ids are ``"<user_id>\\x1f<memory id>"`` so two users can hold the same memory id, every
+read is filtered by ``user_id`` in Chroma, and every result is checked again before it is returned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from personagraph.errors import PersonagraphError
+from personagraph.memory.embeddings import LocalSentenceEmbedding, encode
+
+DEFAULT_COLLECTION = "memories"
+DocumentFormat = Literal["event", "madial"]
+ExportFormat = Literal["personagraph", "madial"]
+_SEP = "\x1f"
+_FIELDS = ("time", "scene", "emotion", "event")
+# HNSW defaults: cosine space; ef_search raised from Chroma's 100 so filtered top-k stays exact-like.
+DEFAULT_HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+
+
+class Memory(BaseModel):
+    """One remembered event of one user."""
+
+    id: str
+    user_id: str
+    time: str = ""
+    scene: str = ""
+    emotion: str = ""
+    event: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id", "user_id", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(int(value)) if float(value).is_integer() else str(value)
+        return value
+
+    @field_validator("id", "user_id", "event")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    def madial_dict(self) -> dict[str, str]:
+        """The memory as MADial stores it: ``{"time", "scene", "emotion", "event"}``."""
+        return {"time": self.time, "scene": self.scene, "emotion": self.emotion, "event": self.event}
+
+    def document(self, fmt: DocumentFormat = "event") -> str:
+        """The text that gets embedded: the event alone, or MADial's ``str(dict)`` of all four fields."""
+        return self.event if fmt == "event" else str(self.madial_dict())
+
+
+@dataclass
+class Hit:
+    """A memory returned by a search: cosine ``score`` (higher is closer) and its stored embedding."""
+
+    memory: Memory
+    score: float
+    embedding: np.ndarray | None = None
+
+
+def _chroma_id(user_id: str, memory_id: str) -> str:
+    return f"{user_id}{_SEP}{memory_id}"
+
+
+def _metadata(memory: Memory) -> dict[str, Any]:
+    return {
+        "user_id": memory.user_id,
+        "memory_id": memory.id,
+        "time": memory.time,
+        "scene": memory.scene,
+        "emotion": memory.emotion,
+        "event": memory.event,
+        "extra": json.dumps(memory.metadata, ensure_ascii=False, sort_keys=True),
+    }
+
+
+def _memory(meta: dict[str, Any]) -> Memory:
+    extra = meta.get("extra") or "{}"
+    return Memory(
+        id=meta["memory_id"], user_id=meta["user_id"], time=meta.get("time", ""), scene=meta.get("scene", ""),
+        emotion=meta.get("emotion", ""), event=meta["event"], metadata=json.loads(extra),
+    )
+
+
+def make_client(location: str | Path) -> Any:
+    """A Chroma client: ``HttpClient`` for an ``http(s)://host:port`` URL, else ``PersistentClient(path)``."""
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    text = str(location)
+    if text.startswith(("http://", "https://")):
+        url = urlparse(text)
+        if not url.hostname:
+            raise PersonagraphError(f"--chroma-url {text}: expected http://host:port")
+        port = url.port or (443 if url.scheme == "https" else 8000)
+        try:
+            return chromadb.HttpClient(host=url.hostname, port=port, ssl=url.scheme == "https", settings=settings)
+        except Exception as exc:  # noqa: BLE001 - connection problems are the user's to fix
+            raise PersonagraphError(f"cannot reach the Chroma server at {text}: {exc}") from None
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise PersonagraphError(f"memory dir {path}: exists and is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+class MemoryBank:
+    """Users' memories in one Chroma collection; every read is scoped to one user.
+
+    Args:
+        location: a folder for a local persistent bank, or ``http://host:port`` of a Chroma server.
+        collection: the collection name.
+        model_path: local embedding model folder (default: the packaged all-MiniLM-L6-v2).
+        document_format: what gets embedded, ``"event"`` (the event text, the default) or ``"madial"``
+            (``str()`` of the time/scene/emotion/event dict, the MADial paper's memory text). Fixed when the
+            collection is created.
+        hnsw: HNSW settings for a new collection (see :data:`DEFAULT_HNSW`).
+    """
+
+    def __init__(
+        self,
+        location: str | Path,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        model_path: str | None = None,
+        document_format: DocumentFormat = "event",
+        hnsw: dict[str, Any] | None = None,
+    ) -> None:
+        self.location = str(location)
+        self.model_path = model_path
+        self.client = make_client(location)
+        config = {"hnsw": {**DEFAULT_HNSW, **(hnsw or {})}}
+        try:
+            self.collection = self.client.get_or_create_collection(
+                collection,
+                configuration=config,
+                metadata={"document_format": document_format, "embedding_model": model_path or "default"},
+                embedding_function=LocalSentenceEmbedding(model_path),
+            )
+        except Exception as exc:  # noqa: BLE001 - chroma's validation errors are user errors here
+            raise PersonagraphError(f"cannot open memory collection {collection!r} at {location}: {exc}") from None
+        meta = self.collection.metadata or {}
+        self.document_format: DocumentFormat = meta.get("document_format", document_format)
+        stored_model = meta.get("embedding_model", "default")
+        if model_path is not None and stored_model != model_path:
+            raise PersonagraphError(
+                f"memory collection {collection!r} was built with embedding model {stored_model}, not {model_path}"
+            )
+        self._batch = max(1, min(1000, int(self.client.get_max_batch_size())))
+
+    # --- writing ----------------------------------------------------------------------------------
+    def embed(self, memories: Sequence[Memory]) -> np.ndarray:
+        """Embeds the memories' documents with the bank's model."""
+        return encode([m.document(self.document_format) for m in memories], model_path=self.model_path)
+
+    def _write(self, memories: Sequence[Memory], embeddings: np.ndarray | None, *, mode: str) -> None:
+        if not memories:
+            return
+        if embeddings is None:
+            embeddings = self.embed(memories)
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        if embeddings.shape[0] != len(memories):
+            raise PersonagraphError(f"{len(memories)} memories but {embeddings.shape[0]} embeddings")
+        for start in range(0, len(memories), self._batch):
+            chunk = memories[start : start + self._batch]
+            kwargs = dict(
+                ids=[_chroma_id(m.user_id, m.id) for m in chunk],
+                embeddings=embeddings[start : start + len(chunk)],
+                documents=[m.document(self.document_format) for m in chunk],
+                metadatas=[_metadata(m) for m in chunk],
+            )
+            if mode == "upsert":
+                self.collection.upsert(**kwargs)
+            else:
+                self.collection.add(**kwargs)
+
+    def add(self, memories: Sequence[Memory], embeddings: np.ndarray | None = None) -> None:
+        """Adds new memories; ``embeddings`` (one row per memory) skips the embedding model.
+
+        Raises:
+            PersonagraphError: when a memory id already exists for its user, or ids repeat in the batch.
+        """
+        keys = [_chroma_id(m.user_id, m.id) for m in memories]
+        if len(set(keys)) != len(keys):
+            raise PersonagraphError("duplicate memory ids in one batch")
+        existing = self._existing(keys)
+        if existing:
+            user_id, memory_id = sorted(existing)[0].split(_SEP, 1)
+            raise PersonagraphError(f"memory {memory_id} of user {user_id} already exists (use update)")
+        self._write(list(memories), embeddings, mode="add")
+
+    def upsert(self, memories: Sequence[Memory], embeddings: np.ndarray | None = None) -> None:
+        """Adds or replaces memories."""
+        self._write(list(memories), embeddings, mode="upsert")
+
+    def update(self, memory: Memory) -> None:
+        """Replaces an existing memory (re-embedding its text).
+
+        Raises:
+            PersonagraphError: when the user has no memory with this id.
+        """
+        if not self._existing([_chroma_id(memory.user_id, memory.id)]):
+            raise PersonagraphError(f"no memory {memory.id} for user {memory.user_id}")
+        self._write([memory], None, mode="upsert")
+
+    def delete(self, user_id: str, ids: Iterable[str]) -> int:
+        """Deletes the user's memories with these ids; returns how many existed."""
+        keys = [_chroma_id(str(user_id), str(i)) for i in ids]
+        found = self._existing(keys)
+        if found:
+            self.collection.delete(ids=sorted(found))
+        return len(found)
+
+    def delete_user(self, user_id: str) -> int:
+        """Deletes every memory of one user; returns how many there were."""
+        found = self.collection.get(where={"user_id": str(user_id)}, include=[])["ids"]
+        if found:
+            self.collection.delete(ids=found)
+        return len(found)
+
+    def _existing(self, keys: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(keys), self._batch):
+            found.update(self.collection.get(ids=keys[start : start + self._batch], include=[])["ids"])
+        return found
+
+    # --- reading ----------------------------------------------------------------------------------
+    def get(self, user_id: str, memory_id: str) -> Memory | None:
+        """One memory of one user, or ``None``."""
+        got = self.collection.get(ids=[_chroma_id(str(user_id), str(memory_id))], include=["metadatas"])
+        metas = [m for m in got["metadatas"] or [] if m and m.get("user_id") == str(user_id)]
+        return _memory(metas[0]) if metas else None
+
+    def list(self, user_id: str | None = None, *, with_embeddings: bool = False) -> list[Hit]:
+        """All memories of one user (or of everyone when ``user_id`` is None), in time then id order."""
+        include = ["metadatas", "embeddings"] if with_embeddings else ["metadatas"]
+        where = {"user_id": str(user_id)} if user_id is not None else None
+        hits: list[Hit] = []
+        offset, page = 0, max(self._batch, 1000)
+        while True:
+            got = self.collection.get(where=where, include=include, limit=page, offset=offset)
+            metas = got["metadatas"] or []
+            embs = got.get("embeddings")
+            for i, meta in enumerate(metas):
+                if user_id is not None and meta.get("user_id") != str(user_id):
+                    continue  # defense in depth: never hand out another user's memory
+                emb = np.asarray(embs[i], dtype=np.float32) if with_embeddings and embs is not None else None
+                hits.append(Hit(_memory(meta), 0.0, emb))
+            if len(metas) < page:
+                break
+            offset += page
+        hits.sort(key=lambda h: (h.memory.user_id, h.memory.time, _id_key(h.memory.id)))
+        return hits
+
+    def memories(self, user_id: str | None = None) -> list[Memory]:
+        """The memories themselves (see :meth:`list`)."""
+        return [hit.memory for hit in self.list(user_id)]
+
+    def count(self, user_id: str | None = None) -> int:
+        """How many memories one user (or the whole bank) holds."""
+        if user_id is None:
+            return int(self.collection.count())
+        return len(self.collection.get(where={"user_id": str(user_id)}, include=[])["ids"])
+
+    def users(self) -> list[str]:
+        """Every user id that has at least one memory."""
+        return sorted({h.memory.user_id for h in self.list()}, key=_id_key)
+
+    def query(self, user_id: str, query_embeddings: np.ndarray, n: int) -> list[list[Hit]]:
+        """Nearest memories of ``user_id`` for each query vector (HNSW search), with their embeddings.
+
+        Returns one list of hits per query row, best first; ``score`` is the cosine similarity.
+        """
+        queries = np.atleast_2d(np.asarray(query_embeddings, dtype=np.float32))
+        if n <= 0 or queries.shape[0] == 0:
+            return [[] for _ in range(queries.shape[0])]
+        got = self.collection.query(
+            query_embeddings=queries, n_results=n, where={"user_id": str(user_id)},
+            include=["metadatas", "distances", "embeddings"],
+        )
+        out: list[list[Hit]] = []
+        for row in range(queries.shape[0]):
+            metas = got["metadatas"][row] if got["metadatas"] else []
+            dists = got["distances"][row] if got["distances"] else []
+            embs = got["embeddings"][row] if got.get("embeddings") is not None else None
+            hits = []
+            for i, meta in enumerate(metas):
+                if meta.get("user_id") != str(user_id):
+                    continue
+                emb = np.asarray(embs[i], dtype=np.float32) if embs is not None else None
+                hits.append(Hit(_memory(meta), 1.0 - float(dists[i]), emb))
+            out.append(hits)
+        return out
+
+    def search(self, user_id: str, text: str, n: int = 10) -> list[Hit]:
+        """Plain dense search of one user's memories for a text."""
+        return self.query(user_id, encode([text], model_path=self.model_path), n)[0]
+
+    # --- files ------------------------------------------------------------------------------------
+    def import_file(
+        self, path: str | Path, *, fmt: Literal["auto", "personagraph", "madial"] = "auto",
+        user_id: str | None = None, madial_split: int | None = None, replace: bool = False,
+    ) -> int:
+        """Imports memories from a JSONL file (see :func:`read_memories`); returns how many."""
+        memories = read_memories(path, fmt=fmt, user_id=user_id, madial_split=madial_split)
+        if replace:
+            self.upsert(memories)
+        else:
+            self.add(memories)
+        return len(memories)
+
+    def export_file(self, path: str | Path, *, fmt: ExportFormat = "personagraph", user_id: str | None = None) -> int:
+        """Writes memories as JSONL, ours (one Memory per line) or MADial's (``{"<id>": {...}}``)."""
+        memories = self.memories(user_id)
+        lines = [json.dumps(_export_row(m, fmt), ensure_ascii=False) for m in memories]
+        Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        return len(memories)
+
+
+def _id_key(memory_id: str) -> tuple[int, int | str]:
+    return (0, int(memory_id)) if memory_id.isdigit() else (1, memory_id)
+
+
+def _export_row(memory: Memory, fmt: ExportFormat) -> dict[str, Any]:
+    if fmt == "madial":
+        return {memory.id: memory.madial_dict()}
+    return memory.model_dump()
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise PersonagraphError(f"{path}: cannot read ({exc.strerror})") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+
+
+def _is_madial_row(row: Any) -> bool:
+    return (
+        isinstance(row, dict) and len(row) == 1 and isinstance(next(iter(row.values())), dict)
+        and "event" in next(iter(row.values()))
+    )
+
+
+def read_memories(
+    path: str | Path, *, fmt: Literal["auto", "personagraph", "madial"] = "auto",
+    user_id: str | None = None, madial_split: int | None = None,
+) -> list[Memory]:
+    """Reads a memory JSONL file: ours (one :class:`Memory` object per line) or MADial's.
+
+    MADial lines (``{"<id>": {"time", "scene", "emotion", "event"}}``) carry no user: give ``user_id``, or
+    ``madial_split=N`` to make lines 1..N user ``"1"`` and the rest user ``"2"`` (MADial-Bench English:
+    76). For our format ``user_id`` fills in lines without one.
+
+    Raises:
+        PersonagraphError: naming file and line for malformed JSON or a bad memory.
+    """
+    path = Path(path)
+    memories: list[Memory] = []
+    seen: dict[tuple[str, str], int] = {}
+    nonblank = 0
+    for number, row in _jsonl(path):
+        nonblank += 1
+        madial = _is_madial_row(row) if fmt == "auto" else fmt == "madial"
+        try:
+            if madial:
+                if not (isinstance(row, dict) and len(row) == 1):
+                    raise ValueError('expected {"<id>": {"time", "scene", "emotion", "event"}}')
+                memory_id, fields = next(iter(row.items()))
+                if not isinstance(fields, dict):
+                    raise ValueError("memory fields must be an object")
+                owner = user_id
+                if owner is None and madial_split is not None:
+                    owner = "1" if nonblank <= madial_split else "2"
+                if owner is None:
+                    raise ValueError("MADial memories carry no user: give a user id (or the MADial split)")
+                extra = {k: v for k, v in fields.items() if k not in _FIELDS}
+                memory = Memory(
+                    id=memory_id, user_id=owner, metadata=extra,
+                    **{k: str(fields.get(k, "")) for k in _FIELDS},
+                )
+            else:
+                if not isinstance(row, dict):
+                    raise ValueError("expected a JSON object")
+                if user_id is not None and not row.get("user_id"):
+                    row = {**row, "user_id": user_id}
+                memory = Memory.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "memory"
+            raise PersonagraphError(f"{path}:{number}: {where}: {err['msg']}") from None
+        except ValueError as exc:
+            raise PersonagraphError(f"{path}:{number}: {exc}") from None
+        key = (memory.user_id, memory.id)
+        if key in seen:
+            raise PersonagraphError(
+                f"{path}:{number}: memory {memory.id} of user {memory.user_id} repeats line {seen[key]}"
+            )
+        seen[key] = number
+        memories.append(memory)
+    return memories
