@@ -1,13 +1,18 @@
 """``test:<name>`` — deterministic chat models for offline tests. Never a default.
 
-Replies depend only on the request (messages and response format). Structured calls get an object that
+Replies depend only on the model name and the request (messages and response format). Structured calls get an object that
 satisfies the requested JSON schema, with values drawn from a hash of the request, so scores vary across
 items but repeat exactly across runs. Named behaviours cover failure paths; tests can register their own
 scripts with :func:`register_script`.
+
+Behaviours: ``test:refuser`` breaks persona, ``test:empty`` says nothing, ``test:broken`` returns
+unparsable structured output, ``test:flaky`` fails every first attempt, ``test:down`` always fails,
+``test:slow…`` answers after a delay; any other name answers normally.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
@@ -24,6 +29,7 @@ from personagraph.models.retry import TransientModelError
 Script = Callable[[list[dict[str, Any]], dict[str, Any] | None], str]
 _scripts: dict[str, Script] = {}
 _attempts: dict[str, int] = {}
+SLOW_DELAY_S = 0.05  # test:slow* models answer after this delay (kill/resume tests)
 
 
 def register_script(name: str, script: Script) -> None:
@@ -146,4 +152,6 @@ class ScriptedChatModel(BaseChatModel):
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        if self.model_name.startswith("slow"):
+            await asyncio.sleep(SLOW_DELAY_S)
         return self._generate(messages, stop, **kwargs)

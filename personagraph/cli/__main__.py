@@ -1,0 +1,3 @@
+from personagraph.cli import main
+
+main()

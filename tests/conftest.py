@@ -1,0 +1,41 @@
+"""Shared fixtures: every test runs offline with the deterministic test models unless marked ``embedded``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """A fresh run directory."""
+    return tmp_path / "run"
+
+
+def embedded_available() -> bool:
+    """Whether llama-cpp-python and the embedded model packages are installed."""
+    import importlib.util
+
+    from personagraph.models import LOCAL_MODELS
+    from personagraph.models.weights import is_installed
+
+    return importlib.util.find_spec("llama_cpp") is not None and all(
+        is_installed(m) for m in LOCAL_MODELS.values()
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if embedded_available():
+        return
+    skip = pytest.mark.skip(reason="embedded models not installed (pip install 'personagraph[local]')")
+    for item in items:
+        if "embedded" in item.keywords:
+            item.add_marker(skip)

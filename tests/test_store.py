@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import pytest
+
+from personagraph.errors import PersonagraphError
+from personagraph.store import CallRow, RunStore
+
+
+def test_records_and_calls_survive_reopening(run_dir: Path) -> None:
+    store = RunStore(run_dir)
+    store.put("answer", "a1", {"text": "howdy"}, unit="p1")
+    store.put("answer", "a2", {"text": "partner"}, unit="p2")
+    store.put_call(CallRow("k1", "judge", "test:j", "raw", 3, 4, 0.1), {"messages": []})
+    store.set_meta("config", {"seed": 1})
+    store.close()
+    again = RunStore(run_dir)
+    assert again.get("answer", "a1") == {"text": "howdy"}
+    assert [r["text"] for r in again.records("answer", unit="p2")] == ["partner"]
+    assert again.get_call("k1").text == "raw"
+    assert again.get_meta("config") == {"seed": 1}
+    assert again.kinds() == {"answer": 2}
+
+
+def test_first_result_for_a_call_key_wins(run_dir: Path) -> None:
+    store = RunStore(run_dir)
+    store.put_call(CallRow("k", "r", "m", "first", 0, 0, 0), {})
+    store.put_call(CallRow("k", "r", "m", "second", 0, 0, 0), {})
+    assert store.get_call("k").text == "first"
+
+
+def test_corrupted_store_is_reported_and_left_untouched(run_dir: Path) -> None:
+    run_dir.mkdir()
+    path = run_dir / "run.sqlite"
+    garbage = b"this is not sqlite" * 100
+    path.write_bytes(garbage)
+    with pytest.raises(PersonagraphError, match="run.sqlite.*left untouched"):
+        RunStore(run_dir)
+    assert path.read_bytes() == garbage
+
+
+def test_foreign_sqlite_file_is_not_adopted(run_dir: Path) -> None:
+    import sqlite3
+
+    run_dir.mkdir()
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    db.execute("CREATE TABLE songs (title TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(PersonagraphError, match="not a personagraph run store"):
+        RunStore(run_dir)
+
+
+def test_readonly_needs_an_existing_run(tmp_path: Path) -> None:
+    with pytest.raises(PersonagraphError, match="not a run directory"):
+        RunStore(tmp_path / "nothing", readonly=True)
+
+
+def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(PersonagraphError, match="not a directory"):
+        RunStore(target)
