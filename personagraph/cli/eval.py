@@ -6,38 +6,16 @@ from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.evaluate import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, RunConfig, evaluate
 from personagraph.personas import load_personas
-from personagraph.schemas import TASK_NAMES, Persona
+from personagraph.report.view import render_summary
+from personagraph.schemas import Persona
 
 STAGES = ("select", "questions", "answers", "exemplars", "verdicts")
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
-def render_summary(summary: dict) -> Table:
-    """The task × model table printed at the end of a run (also used by ``view``)."""
-    models = list(summary["models"])
-    table = Table(title="PersonaScore (1–5)")
-    table.add_column("")
-    for model in models:
-        table.add_column(model, justify="right", overflow="fold")
-    results = summary["models"]
-    for task in TASK_NAMES:
-        table.add_row(task, *(_fmt(results[m]["tasks"].get(task, {}).get("mean")) for m in models))
-    table.add_section()
-    table.add_row("PersonaScore", *(_fmt(results[m]["persona_score"]) for m in models), style="bold")
-    table.add_row("95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := results[m].get("ci")) else "—" for m in models))
-    table.add_row("refusal rate", *("—" if results[m]["refusal_rate"] is None else f"{results[m]['refusal_rate']:.0%}"
-                                    for m in models))
-    return table
 
 
 def eval_command(

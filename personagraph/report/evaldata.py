@@ -1,0 +1,148 @@
+"""Eval runs, joined for reading: items (question, answer, every verdict) and the headline numbers.
+
+Scores come from the rebuilt summary (``evaluate.build_summary``); what the summary does not break down —
+failed verdicts and judge agreement per model and task — is computed here from the same records.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from personagraph.judges.stats import krippendorff_alpha
+from personagraph.report.load import Run
+from personagraph.schemas import TASK_NAMES
+
+
+def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
+    config = run.config
+    personas = config.get("personas")
+    persona_ids = None
+    if isinstance(personas, list):
+        from personagraph.schemas import Persona
+
+        persona_ids = {Persona(description=p["description"]).id for p in personas if isinstance(p, dict)}
+    models = set(run.summary.get("models", {})) or None
+    judges = list(config.get("judges") or run.summary.get("judge_agreement", {}).get("judges") or [])
+    return persona_ids, models, judges
+
+
+def items(run: Run) -> list[dict[str, Any]]:
+    """One dict per answer of the run's config: model, task, persona, question, answer, score, verdicts.
+
+    ``score`` is the mean of the parsed verdicts (None when none parsed); ``verdicts`` lists every judge's
+    verdict on the answer (score, rationale, status, error).
+    """
+    if "eval_items" not in run.cache:
+        run.cache["eval_items"] = _items(run)
+    return run.cache["eval_items"]
+
+
+def _items(run: Run) -> list[dict[str, Any]]:
+    persona_ids, models, judges = _in_config(run)
+    questions = {q["id"]: q for q in run.rows("question")}
+    personas = {s["persona_id"]: s.get("persona", s["persona_id"]) for s in run.rows("selection")}
+    for p in run.config.get("personas") or []:
+        if isinstance(p, dict) and "description" in p:
+            from personagraph.schemas import Persona
+
+            personas.setdefault(Persona(description=p["description"]).id, p["description"])
+    verdicts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for verdict in run.rows("verdict"):
+        if not judges or verdict.get("judge") in judges:
+            verdicts[verdict["answer_id"]].append(verdict)
+    out = []
+    for answer in run.rows("answer"):
+        if persona_ids is not None and answer.get("persona_id") not in persona_ids:
+            continue
+        if models is not None and answer.get("model") not in models:
+            continue
+        found = sorted(verdicts.get(answer["id"], []), key=lambda v: judges.index(v["judge"]) if v["judge"] in judges else 99)
+        scores = [v["score"] for v in found if v.get("status") == "ok" and v.get("score") is not None]
+        question = questions.get(answer.get("question_id"), {})
+        out.append({
+            "answer_id": answer["id"],
+            "question_id": answer.get("question_id"),
+            "persona_id": answer.get("persona_id"),
+            "persona": personas.get(answer.get("persona_id"), answer.get("persona_id")),
+            "model": answer.get("model"),
+            "task": answer.get("task"),
+            "question": question.get("text", ""),
+            "answer": answer.get("text", ""),
+            "status": answer.get("status"),
+            "error": answer.get("error"),
+            "refusal": bool(answer.get("refusal")),
+            "score": float(np.mean(scores)) if scores else None,
+            "verdicts": found,
+        })
+    return out
+
+
+def _alpha(rows: list[dict[str, Any]], judges: list[str]) -> float | None:
+    if len(judges) < 2:
+        return None
+    answered = [row for row in rows if row["status"] == "ok"]
+    table = [
+        [next((v["score"] for v in row["verdicts"] if v["judge"] == judge and v.get("status") == "ok"), None)
+         for row in answered]
+        for judge in judges
+    ]
+    return krippendorff_alpha(table) if answered else None
+
+
+def headline(run: Run) -> list[dict[str, Any]]:
+    """One row per model: task means and CIs, PersonaScore with its CI, refusal rate, failed verdicts, α.
+
+    Keys: ``model``, ``tasks`` {task: {mean, ci, n, refusal_rate, failed_verdicts, judge_alpha}},
+    ``persona_score``, ``ci`` ([low, high] or None), ``refusal_rate``, ``failed_verdicts``, ``verdicts``,
+    ``judge_alpha`` (Krippendorff's α, ordinal, over the model's answers; None with one judge), ``answers``,
+    ``failed_answers``.
+    """
+    _, _, judges = _in_config(run)
+    all_items = items(run)
+    rows = []
+    for model, result in run.summary.get("models", {}).items():
+        model_items = [i for i in all_items if i["model"] == model]
+        tasks = {}
+        for task in TASK_NAMES:
+            if task not in result.get("tasks", {}):
+                continue
+            stats = result["tasks"][task]
+            task_items = [i for i in model_items if i["task"] == task]
+            tasks[task] = {
+                "mean": stats.get("mean"),
+                "ci": stats.get("ci"),
+                "n": stats.get("n"),
+                "refusal_rate": stats.get("refusal_rate"),
+                "failed_verdicts": sum(v.get("status") != "ok" for i in task_items for v in i["verdicts"]),
+                "judge_alpha": _alpha(task_items, judges),
+            }
+        rows.append({
+            "model": model,
+            "tasks": tasks,
+            "persona_score": result.get("persona_score"),
+            "ci": result.get("ci"),
+            "refusal_rate": result.get("refusal_rate"),
+            "failed_verdicts": sum(v.get("status") != "ok" for i in model_items for v in i["verdicts"]),
+            "verdicts": sum(len(i["verdicts"]) for i in model_items),
+            "judge_alpha": _alpha(model_items, judges),
+            "answers": result.get("answers"),
+            "failed_answers": result.get("failed_answers"),
+        })
+    return rows
+
+
+def judges_of(run: Run) -> list[str]:
+    return _in_config(run)[2]
+
+
+def verdict_scores(run: Run) -> list[dict[str, Any]]:
+    """Every parsed verdict score with its judge, model and task (for distributions)."""
+    return [
+        {"judge": v["judge"], "model": item["model"], "task": item["task"], "score": v["score"]}
+        for item in items(run)
+        for v in item["verdicts"]
+        if v.get("status") == "ok" and v.get("score") is not None
+    ]

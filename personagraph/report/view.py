@@ -1,0 +1,149 @@
+"""``personagraph view``: a run's headline numbers as rich tables in the terminal.
+
+:func:`render_summary` is also the table ``personagraph eval`` prints when a run ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from personagraph.report.cost import cost_rows, total_cost
+from personagraph.report.load import Run
+from personagraph.report.tables import Table, fmt, headline_tables
+from personagraph.schemas import TASK_NAMES
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def render_summary(summary: dict) -> RichTable:
+    """The task × model table printed at the end of a run (also used by ``view``)."""
+    models = list(summary["models"])
+    table = RichTable(title="PersonaScore (1–5)")
+    table.add_column("")
+    for model in models:
+        table.add_column(Text(model), justify="right", overflow="fold")
+    results = summary["models"]
+    for task in TASK_NAMES:
+        table.add_row(task, *(_fmt(results[m]["tasks"].get(task, {}).get("mean")) for m in models))
+    table.add_section()
+    table.add_row("PersonaScore", *(_fmt(results[m]["persona_score"]) for m in models), style="bold")
+    table.add_row("95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := results[m].get("ci")) else "—" for m in models))
+    table.add_row("refusal rate", *("—" if results[m]["refusal_rate"] is None else f"{results[m]['refusal_rate']:.0%}"
+                                    for m in models))
+    return table
+
+
+def rich_table(table: Table, *, show_note: bool = True) -> RichTable:
+    """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup)."""
+    out = RichTable(title=Text(table.title), caption=Text(table.note) if show_note and table.note else None,
+                    caption_justify="left")
+    for column in table.columns:
+        numeric = column.fmt != "text"
+        out.add_column(Text(column.label), justify="right" if numeric else "left", overflow="fold", no_wrap=numeric)
+    for row in table.rows:
+        out.add_row(*(Text(fmt(row.get(c.key), c.fmt)) for c in table.columns),
+                    style="bold" if row.get("_total") else None, end_section=bool(row.get("_end_section")))
+    return out
+
+
+def _eval_view(run: Run) -> list[RenderableType]:
+    from personagraph.report.evaldata import headline
+
+    parts: list[RenderableType] = [render_summary(run.summary)]
+    rows = headline(run)
+    extra = RichTable(title="Refusals, verdicts and judge agreement")
+    for label in ("model", "refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers"):
+        extra.add_column(label, justify="left" if label == "model" else "right")
+    for row in rows:
+        extra.add_row(Text(row["model"]), fmt(row["refusal_rate"], "pct"), fmt(row["failed_answers"], "int"),
+                      f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}",
+                      fmt(row["judge_alpha"], "float"), fmt(row["answers"], "int"))
+    parts.append(extra)
+    agreement = run.summary.get("judge_agreement") or {}
+    means = run.summary.get("per_judge_mean") or {}
+    if agreement.get("judges"):
+        text = Text("judges: " + ", ".join(f"{j} (mean {fmt(means.get(j), 'score')})" for j in agreement["judges"])
+                    + f" · Krippendorff's α over all answers: {fmt(agreement.get('krippendorff_alpha_ordinal'), 'float')}",
+                    style="dim")
+        parts.append(text)
+    return parts
+
+
+def _usage(run: Run) -> list[RenderableType]:
+    rows = cost_rows(run.calls)
+    if not rows:
+        return []
+    table = RichTable(title="Calls stored in the run (tokens, model time, cost)")
+    for label in ("role", "model", "calls", "input tokens", "output tokens", "model time", "cost"):
+        text = label in ("role", "model")
+        table.add_column(label, justify="left" if text else "right", overflow="fold", no_wrap=not text)
+    for row in rows:
+        table.add_row(Text(row["role"]), Text(row["model"]), fmt(row["calls"], "int"), fmt(row["input_tokens"], "int"),
+                      fmt(row["output_tokens"], "int"), fmt(row["latency_s"], "seconds"), fmt(row["cost"], "usd"))
+    total, unknown = total_cost(rows)
+    table.add_section()
+    table.add_row("total", "", fmt(sum(r["calls"] for r in rows), "int"),
+                  fmt(sum(r["input_tokens"] or 0 for r in rows), "int"),
+                  fmt(sum(r["output_tokens"] or 0 for r in rows), "int"),
+                  fmt(sum(r["latency_s"] or 0 for r in rows), "seconds"),
+                  fmt(total, "usd") + (" + unknown" if unknown else ""), style="bold")
+    parts: list[RenderableType] = [table]
+    summary = run.summary
+    if summary.get("wall_time_s") is not None or summary.get("llm_calls") is not None:
+        parts.append(Text(
+            f"last invocation: wall time {fmt(summary.get('wall_time_s'), 'seconds')} · LLM calls sent "
+            f"{fmt(summary.get('llm_calls'), 'int')} · cache hits {fmt(summary.get('cache_hits'), 'int')}",
+            style="dim"))
+    return parts
+
+
+def comparison_table(comparison: Any) -> RichTable:
+    """A compact rich table of a :class:`~personagraph.report.compare.Comparison`."""
+    from personagraph.report.compare import verdict
+
+    out = RichTable(title=Text(f"B − A: {comparison.model_b} vs {comparison.model_a}"), box=box.SIMPLE_HEAD,
+                    pad_edge=False, collapse_padding=True)
+    for label in ("task", "n", "A", "B", "B − A", "95% CI", "W/L/T", "p", "p Holm", "verdict"):
+        text = label in ("task", "verdict")
+        out.add_column(label, justify="left" if text else "right", no_wrap=not text, overflow="fold",
+                       min_width=9 if label == "task" else 7 if label == "verdict" else None)
+    for t in [*comparison.tasks, comparison.overall]:
+        ci = "—" if t.ci_low is None else f"{t.ci_low:.2f}…{t.ci_high:.2f}"
+        diff = "—" if t.diff is None else f"{t.diff:+.2f}"
+        word = {"no clear difference": "unclear", "too few questions": "too few"}.get(verdict(t), verdict(t))
+        style = "green" if word == "B better" else "red" if word == "A better" else None
+        if t is comparison.overall:
+            out.add_section()
+        out.add_row(Text(t.task), str(t.n), fmt(t.mean_a, "score"), fmt(t.mean_b, "score"), diff, ci,
+                    f"{t.wins_b}/{t.wins_a}/{t.ties}", fmt(t.p_value, "p"), fmt(t.p_holm, "p"), Text(word, style=style))
+    return out
+
+
+def _is_eval_table(table: Table) -> bool:
+    return bool(table.rows) and "_tasks" in table.rows[0]
+
+
+def view(run: Run) -> RenderableType:
+    """Everything ``personagraph view`` prints for one run."""
+    parts: list[RenderableType] = [Text(f"{run.path} · {run.kind}", style="bold")]
+    if run.is_eval:
+        parts += _eval_view(run)
+    parts += [rich_table(table) for table in headline_tables([run]) if not (run.is_eval and _is_eval_table(table))]
+    parts += _usage(run)
+    if len(parts) == 1:
+        kinds = ", ".join(f"{k} ({n})" for k, n in sorted((k, len(v)) for k, v in run.records.items())) or "none"
+        parts.append(Text(f"no scores to show yet; stored records: {kinds}", style="yellow"))
+    return Group(*parts)
+
+
+def escape_markup(text: Any) -> str:
+    """Run data for rich markup strings."""
+    return escape(str(text))

@@ -1,0 +1,116 @@
+"""compare: paired on shared questions, Wilcoxon + paired bootstrap CI, Holm, model and judge choice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from report_helpers import run_eval
+from scipy import stats
+
+from personagraph.errors import PersonagraphError
+from personagraph.models.testing import register_script
+from personagraph.report.compare import ALL, compare_runs, holm, paired_difference, verdict
+from personagraph.report.tables import export
+from personagraph.store import RunStore
+
+register_script("good", lambda messages, schema: "GOOD answer, said like a true sailor.")
+register_script("meh", lambda messages, schema: "meh answer.")
+
+
+def _fair_judge(messages, schema):
+    text = json.dumps(messages)
+    return json.dumps({"rationale": "fair", "score": 5 if "GOOD answer" in text else 1})
+
+
+register_script("fair", _fair_judge)
+
+
+@pytest.fixture(scope="module")
+def good_vs_meh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("good") / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        run_eval(run_dir, monkeypatch, "--persona", "A sailor", "--persona", "A baker", "--persona", "A pilot",
+                 "--model", "test:meh", "--model", "test:good", "--judge", "test:fair", "--generator", "test:j1",
+                 "--environments", "2")
+    return run_dir
+
+
+def test_clearly_better_model(good_vs_meh: Path) -> None:
+    result = compare_runs(good_vs_meh, good_vs_meh, model_a="test:meh", model_b="test:good")
+    store = RunStore(good_vs_meh, readonly=True)
+    questions = store.records("question")
+    store.close()
+    assert result.shared == len(questions) >= 15 and result.only_a == result.only_b == 0
+    assert len(result.tasks) == 5
+    p_values = []
+    for task in result.tasks:
+        assert task.n == sum(q["task"] == task.task for q in questions)
+        assert task.diff == pytest.approx(4.0) and task.wins_b == task.n
+        if task.n >= 2:
+            assert (task.ci_low, task.ci_high) == (pytest.approx(4.0), pytest.approx(4.0))
+        assert task.p_value == pytest.approx(min(1.0, 2 / 2**task.n))  # exact: every difference positive
+        p_values.append(task.p_value)
+    assert [t.p_holm for t in result.tasks] == holm(p_values)
+    assert result.overall.task == ALL and result.overall.n == result.shared
+    assert result.overall.p_value < 1e-6 and verdict(result.overall) == "B better"
+    swapped = compare_runs(good_vs_meh, good_vs_meh, model_a="test:good", model_b="test:meh")
+    assert swapped.overall.diff == pytest.approx(-4.0) and verdict(swapped.overall) == "A better"
+
+
+def test_two_runs_on_the_same_questions(eval_run: Path, eval_run_b: Path) -> None:
+    result = compare_runs(eval_run, eval_run_b, model_a="test:a")
+    assert result.model_a == "test:a" and result.model_b == "test:b"
+    assert result.judges == ["test:j1", "test:xssjudge"]
+    assert result.shared > 0 and result.only_a == 0 and result.only_b == 0
+    total = sum(t.n for t in result.tasks)
+    assert total == result.shared == result.overall.n
+    for task in result.tasks:
+        assert task.mean_b - task.mean_a == pytest.approx(task.diff)
+        if task.ci_low is not None:
+            assert task.ci_low <= task.diff + 1e-9 and task.diff - 1e-9 <= task.ci_high
+        assert task.p_value is None or 0 <= task.p_value <= 1
+
+
+def test_paired_difference_matches_scipy() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.integers(1, 6, 25).astype(float)
+    b = np.clip(a + rng.integers(-1, 3, 25), 1, 5)
+    result = paired_difference("t", list(a), list(b), seed=0)
+    expected = stats.wilcoxon(b - a)
+    assert result.p_value == pytest.approx(expected.pvalue)
+    assert result.diff == pytest.approx(float(np.mean(b - a)))
+    assert result.ci_low < result.diff < result.ci_high
+    assert result.wins_b + result.wins_a + result.ties == 25
+    same = paired_difference("t", [3, 4, 5], [3, 4, 5])
+    assert same.diff == 0 and same.p_value == 1.0 and same.ci_low == same.ci_high == 0
+    one = paired_difference("t", [2], [4])
+    assert one.n == 1 and one.ci_low is None and verdict(one) == "too few questions"
+
+
+def test_holm() -> None:
+    assert holm([0.01, 0.04, None, 0.03]) == [pytest.approx(0.03), pytest.approx(0.06), None, pytest.approx(0.06)]
+
+
+def test_model_choice_errors(eval_run: Path, eval_run_b: Path, good_vs_meh: Path) -> None:
+    auto = compare_runs(eval_run, eval_run)  # one run with two models: A and B in the summary's order
+    assert (auto.model_a, auto.model_b) == ("test:a", "test:xss")
+    with pytest.raises(PersonagraphError, match="choose with --model-a and --model-b"):
+        compare_runs(eval_run, eval_run_b)  # A has two models: which one?
+    with pytest.raises(PersonagraphError, match="--model-b test:nope: not in"):
+        compare_runs(eval_run, eval_run_b, model_a="test:a", model_b="test:nope")
+    with pytest.raises(PersonagraphError, match="no question scored in both"):
+        compare_runs(eval_run, good_vs_meh, model_a="test:a", model_b="test:good")
+    with pytest.raises(PersonagraphError, match="nothing to compare"):
+        compare_runs(eval_run, eval_run, model_a="test:a", model_b="test:a")
+
+
+def test_comparison_exports(good_vs_meh: Path) -> None:
+    result = compare_runs(good_vs_meh, good_vs_meh, model_a="test:meh", model_b="test:good")
+    csv_text = export([result.table()], "csv")
+    assert csv_text.splitlines()[0].startswith("task,shared questions,A,B,B − A")
+    assert len(csv_text.splitlines()) == 1 + 5 + 1
+    markdown = export([result.table()], "markdown")
+    assert f"| all tasks | {result.shared} | 1.00 | 5.00 | 4.00 |" in markdown
