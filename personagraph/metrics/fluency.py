@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import PACKAGED_MINILM, resolve_model
+from personagraph.metrics.embeddings import PACKAGED_MINILM, quiet_transformers, resolve_model
 from personagraph.metrics.text import tokens
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ class BertScore:
                 raise PersonagraphError(
                     f"BERTScore model {self.model}: say which layer to use (--bertscore-layers N)"
                 )
-            logging.getLogger("transformers").setLevel(logging.ERROR)
+            quiet_transformers()
             try:
                 self._scorer = BERTScorer(
                     model_type=self._path, num_layers=self.num_layers, batch_size=self._batch_size,

@@ -8,7 +8,6 @@ model's ``config.id2label``. No NLI model ships with personagraph; name one with
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from enum import StrEnum
@@ -16,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from personagraph.errors import PersonagraphError
+from personagraph.metrics.embeddings import quiet_transformers
 
 NLI_ENV = "PERSONAGRAPH_NLI_MODEL"
 
@@ -83,7 +83,7 @@ class NLIModel:
     def __init__(self, model: str, *, batch_size: int = 16, max_length: int = 256) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        logging.getLogger("transformers").setLevel(logging.ERROR)
+        quiet_transformers()
         self.model_name = model
         self.batch_size = batch_size
         self.max_length = max_length
