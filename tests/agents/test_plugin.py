@@ -15,7 +15,7 @@ from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.plugin import PluginAgent, adapt, detect_kind, load_agent
 from personagraph.errors import PersonagraphError
 from personagraph.models import Completion, ModelClient
-from personagraph.models.testing import ScriptedChatModel, register_script
+from personagraph.models.testing import ScriptedChatModel
 
 PERSONA = "A 70-year-old retired cowboy from Texas"
 CONVERSATION = [{"role": "user", "content": "Where did you grow up?"}]
@@ -41,6 +41,11 @@ async def async_fn(messages):
     return f"async saw {len(messages)} messages"
 
 
+class AsyncCallable:
+    async def __call__(self, messages):
+        return "an awaited callable object"
+
+
 @pytest.mark.parametrize(
     ("obj", "kind"),
     [
@@ -48,6 +53,7 @@ async def async_fn(messages):
         (RunnableLambda(lambda messages: f"runnable got {len(messages)}"), "runnable"),
         (sync_fn, "function"),
         (async_fn, "function"),
+        (AsyncCallable(), "function"),
         (_echo_graph().compile(), "graph"),
         (PersonaAgent(ModelClient.create("test:plug-agent", "persona")), "agent"),
     ],
