@@ -1,0 +1,74 @@
+"""``personagraph chat``: a human plays the user in the terminal; the transcript is saved for judging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from personagraph.agents.user_sim import QUIT_WORDS, HumanUser, UserView
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.errors import PersonagraphError
+from personagraph.sessions import DEFAULT_AGENT, chat
+
+
+def chat_command(
+    persona: str = typer.Option(..., "--persona", "-p", help="The persona the agent plays, as free text."),
+    model: str | None = typer.Option(None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."),
+    agent: str | None = typer.Option(None, "--agent", help="A plug-in agent as module:attr."),
+    turns: int = typer.Option(50, "--turns", "-t", min=1, max=1000, help="Longest conversation, in agent replies."),
+    run_dir: Path = typer.Option(Path("runs/chat"), "--run-dir", help="Where the transcript goes."),
+    temperature: float = typer.Option(0.7, min=0.0, max=2.0, help="Sampling temperature of the agent."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=8, max=8192, help="Longest reply, in tokens."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Chat with a persona agent yourself; the transcript is saved (judge it with `judge-session`)."""
+
+    async def body() -> None:
+        if model and agent:
+            raise PersonagraphError("give either --model or --agent, not both")
+        if agent:
+            from personagraph.agents.plugin import load_agent
+
+            the_agent: Any = load_agent(agent)
+        else:
+            from personagraph.agents import PersonaAgent
+            from personagraph.models import ModelClient
+
+            settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
+            the_agent = PersonaAgent(ModelClient.create(model or DEFAULT_AGENT, "persona", settings=settings))
+
+        def read(view: UserView) -> str | None:
+            try:
+                return console.input("[bold green]you>[/] ")
+            except EOFError:
+                return None
+
+        def on_event(kind: str, payload: dict[str, Any]) -> None:
+            if kind == "agent_turn":
+                if payload["status"] == "ok":
+                    console.print("[bold cyan]agent>[/] ", end="")
+                    console.print(payload["text"], markup=False)
+                else:
+                    console.print(f"[red]agent {payload['status']}:[/] ", end="")
+                    console.print(payload.get("error") or "no reply", markup=False)
+                if payload.get("refusal_marker"):
+                    console.print(f"[yellow](persona break: {payload['refusal_marker']!r})[/]")
+
+        console.print(f"Chatting with {the_agent.name} as: {' '.join(persona.split())}")
+        console.print(f"Type your messages; end with {' or '.join(QUIT_WORDS[:2])} or Ctrl-D.", style="dim")
+        record = await chat(persona, the_agent, HumanUser(read), run_dir, max_turns=turns, on_event=on_event)
+        path = run_dir / "transcripts" / f"{record.get('id', '?')}.jsonl"
+        n = sum(e["role"] == "assistant" and e["status"] == "ok" for e in record.get("turns", []))
+        console.print(f"{n} agent turns · stop: {record.get('stop_reason')} · transcript: {path}",
+                      markup=False, soft_wrap=True)
+        console.print(f"judge it with: personagraph judge-session {path}", style="dim", markup=False,
+                      soft_wrap=True)
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat_command)

@@ -1,0 +1,153 @@
+"""``personagraph simulate``: K multi-turn sessions (simulated user ↔ agent), judged turn by turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.errors import PersonagraphError
+from personagraph.sessions import (
+    DEFAULT_AGENT,
+    DEFAULT_JUDGE,
+    DEFAULT_USER,
+    SimulateConfig,
+    session_specs,
+    simulate,
+)
+
+MAX_SESSION_BARS = 8
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def render_sessions(summary: dict[str, Any]) -> Table:
+    """One row per session, then the overall numbers (also used after ``judge-session``)."""
+    tasks = sorted({t for s in summary["sessions"] for t in s["task_means"]})
+    table = Table(title="Sessions (scores 1–5)")
+    table.add_column("session", overflow="fold")
+    table.add_column("turns", justify="right")
+    table.add_column("stop")
+    for task in tasks:
+        table.add_column(task, justify="right")
+    table.add_column("consistency", justify="right")
+    table.add_column("contradictions", justify="right")
+    table.add_column("drift/turn", justify="right")
+    table.add_column("break")
+
+    def brk(b: dict[str, Any] | None) -> str:
+        if not b:
+            return "—"
+        return f"turn {b['turn']}" + (f" (level {b['level']})" if b.get("level") else "")
+
+    for s in summary["sessions"]:
+        table.add_row(s["id"], str(s["agent_turns"]), s["stop_reason"] or s["status"],
+                      *(_fmt(s["task_means"].get(t)) for t in tasks), _fmt(s["consistency"]),
+                      _fmt(s["n_contradictions"], ".1f"), _fmt(s["drift_slope"], "+.2f"), brk(s["break"]))
+    o = summary["overall"]
+    table.add_section()
+    table.add_row("overall", str(o["agent_turns"]), f"{o['finished']}/{o['sessions']} done",
+                  *(_fmt(o["task_means"].get(t)) for t in tasks), _fmt(o["consistency_mean"]),
+                  _fmt(o["contradictions_mean"], ".1f"), _fmt(o["drift_slope_mean"], "+.2f"),
+                  "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}", style="bold")
+    return table
+
+
+def simulate_command(
+    persona: str = typer.Option(..., "--persona", "-p", help="The persona under test, as free text."),
+    model: str | None = typer.Option(None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."),
+    agent: str | None = typer.Option(None, "--agent", help="A plug-in agent under test as module:attr."),
+    user_model: str = typer.Option(DEFAULT_USER, "--user-model", help="Model spec of the simulated user."),
+    user_agent: str | None = typer.Option(None, "--user-agent", help="A plug-in simulated user as module:attr."),
+    user_persona: str | None = typer.Option(None, "--user-persona", help="The simulated user's persona "
+                                            "(default: one per session from a built-in list)."),
+    scenario: str | None = typer.Option(None, "--scenario", help="The situation/goal of the conversation "
+                                        "(default: one per session from the environment pool)."),
+    turns: int = typer.Option(4, "--turns", "-t", min=1, max=200, help="Agent replies per session (at most)."),
+    adversarial: bool = typer.Option(False, "--adversarial", help="The user escalates attempts to break "
+                                     "character: level 1 off-topic, 2 'are you an AI?', 3 sustained pressure."),
+    judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
+    no_judge: bool = typer.Option(False, "--no-judge", help="Run the conversations without judges."),
+    sessions: int = typer.Option(1, "--sessions", "-k", min=1, max=10_000, help="Sessions to run."),
+    concurrency: int = typer.Option(8, min=1, max=1024, help="Sessions in flight and requests per endpoint."),
+    run_dir: Path = typer.Option(Path("runs/simulate"), "--run-dir", help="Where results go; reuse it to resume."),
+    checkpoint_url: str | None = typer.Option(None, "--checkpoint-url", help="postgresql://… to checkpoint "
+                                              "sessions in Postgres (default: SQLite in the run directory)."),
+    seed: int = typer.Option(0, help="Seed for sampling and the default user personas/scenarios."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=8, max=8192, help="Longest agent reply, in tokens."),
+    allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own turns."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Simulate multi-turn conversations with a persona agent and judge every turn and each session."""
+
+    async def body() -> None:
+        if model and agent:
+            raise PersonagraphError("give either --model or --agent, not both")
+        if user_model != DEFAULT_USER and user_agent:
+            raise PersonagraphError("give either --user-model or --user-agent, not both")
+        if no_judge and judge:
+            raise PersonagraphError("give either --judge or --no-judge, not both")
+        try:
+            config = SimulateConfig(
+                persona=persona, model=model, agent=agent, user_model=user_model, user_agent=user_agent,
+                user_persona=user_persona or None, scenario=scenario or None, turns=turns,
+                adversarial=adversarial, judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
+                sessions=sessions, concurrency=concurrency, seed=seed, max_agent_tokens=max_tokens,
+                allow_self_judging=allow_self_judging,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "config"
+            raise PersonagraphError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+        settings = model_settings(base_url, api_key)
+        specs = session_specs(config)
+        with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, disable=state.quiet, transient=False) as progress:
+            overall = progress.add_task("sessions", total=len(specs))
+            all_turns = progress.add_task("turns", total=len(specs) * config.turns)
+            bars = {s.id: progress.add_task(s.id[-22:], total=config.turns)
+                    for s in specs[:MAX_SESSION_BARS]} if len(specs) > 1 else {}
+            done_turns: dict[str, int] = {}
+
+            def on_event(kind: str, payload: dict[str, Any]) -> None:
+                if kind == "agent_turn":
+                    sid = payload["session_id"]
+                    done_turns[sid] = done_turns.get(sid, 0) + 1
+                    progress.advance(all_turns)
+                    if sid in bars:
+                        progress.advance(bars[sid])
+                elif kind == "session_done":
+                    sid = payload["id"]
+                    n_turns = sum(e["role"] == "assistant" for e in payload["turns"])
+                    # early stops and sessions finished in an earlier run complete their bars
+                    progress.advance(all_turns, config.turns - done_turns.get(sid, 0))
+                    if sid in bars:
+                        progress.update(bars[sid], completed=config.turns,
+                                        description=f"{sid[-14:]} {payload['stop_reason'] or ''}"[:22])
+                    progress.advance(overall)
+                    done_turns[sid] = n_turns
+
+            summary = await simulate(config, run_dir, settings=settings, checkpoint_url=checkpoint_url,
+                                     on_event=on_event)
+        console.print(render_sessions(summary))
+        o = summary["overall"]
+        line = (f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
+                f"sessions finished: {o['finished']}/{o['sessions']}")
+        if summary["skipped_judges"]:
+            line += f" · skipped self-judges: {', '.join(summary['skipped_judges'])}"
+        console.print(line)
+        console.print(f"transcripts: {run_dir}/transcripts/ · scores: {run_dir}/summary.json")
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_command)
