@@ -148,11 +148,11 @@ async def evaluate(
                     if snapshot.values and not snapshot.next:
                         return  # finished earlier; its items are in the store
                     if snapshot.next:
-                        await graph.ainvoke(None, thread, context=context)
+                        await graph.ainvoke(None, thread, context=context, durability="exit")
                     else:
                         state = {"persona": persona.description, "persona_id": persona.id,
                                  "benchmark": benchmark.get(persona.description)}
-                        await graph.ainvoke(state, thread, context=context)
+                        await graph.ainvoke(state, thread, context=context, durability="exit")
 
             await asyncio.gather(*(run_persona(p) for p in config.personas))
         summary = build_summary(store, config)
@@ -174,11 +174,15 @@ def build_summary(store: RunStore, config: RunConfig | None = None) -> dict[str,
     if config is None:
         config = RunConfig.model_validate(store.get_meta("config"))
     persona_ids = {p.id for p in config.personas}
+    # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
+    # give the same CI whatever order concurrency (or a resumed run) wrote them in.
     answers = [Answer.model_validate(a) for a in store.records("answer")]
-    answers = [a for a in answers if a.persona_id in persona_ids and a.model in config.models]
+    answers = sorted((a for a in answers if a.persona_id in persona_ids and a.model in config.models),
+                     key=lambda a: a.id)
     answer_ids = {a.id for a in answers}
     verdicts = [Verdict.model_validate(v) for v in store.records("verdict")]
-    verdicts = [v for v in verdicts if v.answer_id in answer_ids and v.judge in config.judges]
+    verdicts = sorted((v for v in verdicts if v.answer_id in answer_ids and v.judge in config.judges),
+                      key=lambda v: v.id)
     selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
     summary = summarize_scores(answers, verdicts, config.judges, seed=config.seed)
     summary["personas"] = len(config.personas)

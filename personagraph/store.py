@@ -156,9 +156,9 @@ class RunStore:
         return CallRow(*row) if row else None
 
     def put_call(self, row: CallRow, request: dict[str, Any]) -> None:
-        """Records a finished call; the first result for a key wins."""
-        with self._tx() as db:
-            db.execute(
+        """Records a finished call; the first result for a key wins (committed before returning)."""
+        with self._lock:  # one statement: its own transaction (autocommit), one round trip to SQLite
+            self._db.execute(
                 "INSERT OR IGNORE INTO calls(key, role, model, request, text, input_tokens, output_tokens,"
                 " latency_s, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -180,8 +180,8 @@ class RunStore:
     # --- records ----------------------------------------------------------------------------------
     def put(self, kind: str, id: str, data: BaseModel | dict[str, Any], *, unit: str = "") -> None:
         """Writes (or replaces) one finished item. ``unit`` groups rows, e.g. by persona."""
-        with self._tx() as db:
-            db.execute(
+        with self._lock:  # one statement: its own transaction (autocommit)
+            self._db.execute(
                 "INSERT OR REPLACE INTO records(kind, id, unit, data, created) VALUES (?, ?, ?, ?, ?)",
                 (kind, id, unit, _dump(data), time.time()),
             )

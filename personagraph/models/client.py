@@ -11,12 +11,15 @@ import hashlib
 import json
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel, ValidationError
 
+from personagraph.models import openai_http
 from personagraph.models.factory import make_chat_model
 from personagraph.models.retry import RetryPolicy, classify
 from personagraph.models.settings import ModelSettings
@@ -93,15 +96,22 @@ class Meter:
         }
 
 
-_limiters: dict[tuple[str, str, int], asyncio.Semaphore] = {}
+_limiters: dict[tuple[str, str, int], tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore]] = {}
 
 
 def _limiter(key: str, base_url: str, limit: int) -> asyncio.Semaphore:
-    """One semaphore per model endpoint and event loop, shared by every role using that model."""
-    slot = (key, base_url, id(asyncio.get_running_loop()))
-    if slot not in _limiters:
-        _limiters[slot] = asyncio.Semaphore(limit)
-    return _limiters[slot]
+    """One semaphore per model endpoint and event loop, shared by every role using that endpoint.
+
+    ``key`` is the model spec when calls go to a shared service (OpenAI's own API limits each model
+    separately) and ``""`` for a self-hosted ``base_url``, so that ``--concurrency C`` means at most C
+    requests in flight to that server whatever the number of models it serves.
+    """
+    loop = asyncio.get_running_loop()
+    slot = (key, base_url, id(loop))
+    entry = _limiters.get(slot)
+    if entry is None or entry[0]() is not loop:  # the id of a closed loop can be reused
+        entry = _limiters[slot] = (weakref.ref(loop), asyncio.Semaphore(limit))
+    return entry[1]
 
 
 def cache_key(spec: str, base_url: str, messages: Messages, params: dict[str, Any]) -> str:
@@ -135,9 +145,16 @@ def extract_json(text: str) -> Any:
     raise ValueError("no JSON object found in the reply")
 
 
+@lru_cache(maxsize=256)
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """``schema.model_json_schema()``, built once per class (it costs ~1 ms; do not mutate the result)."""
+    return schema.model_json_schema()
+
+
+@lru_cache(maxsize=256)
 def format_instructions(schema: type[BaseModel]) -> str:
     """A compact description of the expected JSON object, appended to structured prompts."""
-    props = schema.model_json_schema().get("properties", {})
+    props = _json_schema(schema).get("properties", {})
     lines = []
     for name, prop in props.items():
         kind = prop.get("type", "value")
@@ -180,6 +197,13 @@ class ModelClient:
             self._concurrency = 1  # one inference at a time on the CPU
         else:
             self._concurrency = settings.concurrency
+        # openai: specs go over a lean HTTP path (see openai_http) with the endpoint the factory resolved.
+        self._http: tuple[str, str] | None = None
+        if spec.provider == "openai" and hasattr(chat_model, "openai_api_base"):
+            key = getattr(chat_model, "openai_api_key", None)
+            secret = key.get_secret_value() if hasattr(key, "get_secret_value") else ""
+            self._http = (chat_model.openai_api_base or "https://api.openai.com/v1", secret)
+        self._limit_key = "" if self._http and self._base_url else str(spec)
 
     @classmethod
     def create(
@@ -214,14 +238,12 @@ class ModelClient:
         if self.store is not None and (row := self.store.get_call(key)) is not None:
             self.meter._add(self.meter.cache_hits, self.role)
             return Completion("ok", row.text, cached=True)
-        kwargs = {"response_format": response_format} if response_format else {}
-        timeout = None if self.spec.provider == "local" else self.settings.timeout_s
         last_error = "no attempt made"
         for attempt in range(self.retry.attempts):
             started = time.perf_counter()
             try:
-                async with _limiter(str(self.spec), self._base_url, self._concurrency):
-                    reply = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), timeout)
+                async with _limiter(self._limit_key, self._base_url, self._concurrency):
+                    text, tokens_in, tokens_out = await self._send(messages, params, response_format)
             except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
                 transient = classify(exc)
                 if transient is None:
@@ -232,20 +254,32 @@ class ModelClient:
                     await asyncio.sleep(self.retry.delay(attempt, transient.retry_after))
                 continue
             latency = time.perf_counter() - started
-            text = reply.content if isinstance(reply.content, str) else str(reply.content)
-            usage = reply.usage_metadata or {}
             self.meter._add(self.meter.calls, self.role)
-            self.meter._add(self.meter.input_tokens, self.role, usage.get("input_tokens", 0))
-            self.meter._add(self.meter.output_tokens, self.role, usage.get("output_tokens", 0))
+            self.meter._add(self.meter.input_tokens, self.role, tokens_in)
+            self.meter._add(self.meter.output_tokens, self.role, tokens_out)
             if self.store is not None:
                 self.store.put_call(
-                    CallRow(key, self.role, str(self.spec), text, usage.get("input_tokens", 0),
-                            usage.get("output_tokens", 0), latency),
+                    CallRow(key, self.role, str(self.spec), text, tokens_in, tokens_out, latency),
                     {"messages": messages, "params": params},
                 )
             return Completion("ok", text)
         self.meter._add(self.meter.failures, self.role)
         return Completion("failed", error=f"gave up after {self.retry.attempts} attempts: {last_error}")
+
+    async def _send(
+        self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
+    ) -> tuple[str, int, int]:
+        """One attempt at the provider: (text, input tokens, output tokens); errors propagate."""
+        if self._http is not None:
+            body = {"model": self.spec.name, "messages": messages, **params}
+            reply = await openai_http.chat_completion(*self._http, body, timeout_s=self.settings.timeout_s)
+            return reply.text, reply.input_tokens, reply.output_tokens
+        kwargs = {"response_format": response_format} if response_format else {}
+        timeout = None if self.spec.provider == "local" else self.settings.timeout_s
+        result = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), timeout)
+        text = result.content if isinstance(result.content, str) else str(result.content)
+        usage = result.usage_metadata or {}
+        return text, usage.get("input_tokens", 0), usage.get("output_tokens", 0)
 
     # --- public API -----------------------------------------------------------------------------
     async def complete(self, messages: Messages) -> Completion:
@@ -256,7 +290,7 @@ class ModelClient:
         mode = self.settings.structured
         if mode == "auto":
             mode = "json_schema" if self.spec.provider == "openai" and not self._base_url else "json_object"
-        json_schema = schema.model_json_schema()
+        json_schema = _json_schema(schema)
         if mode == "json_schema":
             return {"type": "json_schema",
                     "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": False}}
