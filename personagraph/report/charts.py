@@ -134,6 +134,26 @@ def lines(series: dict[str, tuple[Sequence[float], Sequence[float | None]]], *, 
     return _layout(fig, height=height, title=title, top=90)
 
 
+def line_grid(panels: dict[str, dict[str, tuple[Sequence[float], Sequence[float | None]]]], *, title: str,
+              x_title: str, per_row: int = 3) -> go.Figure:
+    """One small line chart per panel (e.g. per metric), the same series (colour) in each."""
+    names = list(panels)
+    cols = min(per_row, max(1, len(names)))
+    rows = math.ceil(len(names) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[label(n, 30) for n in names],
+                        horizontal_spacing=0.07, vertical_spacing=0.22 if rows > 1 else 0.1)
+    series_names = list(dict.fromkeys(s for panel in panels.values() for s in panel))
+    for p, name in enumerate(names):
+        for s, (xs, ys) in panels[name].items():
+            index = series_names.index(s)
+            fig.add_trace(go.Scatter(x=list(xs), y=list(ys), name=label(s, 40), legendgroup=s, mode="lines+markers",
+                                     line={"color": color(index), "width": 2}, showlegend=p == 0),
+                          row=p // cols + 1, col=p % cols + 1)
+    fig.update_xaxes(title_text=html.escape(x_title), type="category")
+    fig.update_annotations(font={"size": 12})
+    return _layout(fig, height=300 * rows + 60, title=title, top=100)
+
+
 def bars(categories: Sequence[str], series: dict[str, Sequence[float | None]], *, title: str, y_title: str,
          height: int = 360) -> go.Figure:
     """Grouped bars: one group per category, one bar per series."""

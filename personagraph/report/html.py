@@ -25,6 +25,7 @@ from personagraph.report.cost import cost_rows, price_table, total_cost
 from personagraph.report.load import Run, load_runs
 from personagraph.report.redact import redact_text
 from personagraph.report.tables import Column, Table, fmt, headline_tables
+from personagraph.report.view import usage_table
 from personagraph.schemas import TASK_NAMES
 
 
@@ -100,7 +101,9 @@ def _overview(runs: list[Run], page: Page) -> Section | None:
     rows = []
     for run in runs:
         config = run.config
-        models = config.get("models") or list(run.summary.get("models", {})) or config.get("model")
+        models = config.get("models") or list(run.summary.get("models", {})) or config.get("model") or list(
+            dict.fromkeys(v["model"] for k, v in run.meta.items()
+                          if k.startswith("config:") and isinstance(v, dict) and v.get("model")))
         judges = config.get("judges") or config.get("judge")
         rows.append({
             "run": run.name, "kind": run.kind, "path": str(run.path),
@@ -306,23 +309,15 @@ def _usage(run: Run, page: Page) -> str:
         facts.append(("cost of all stored calls", fmt(total, "usd") + (" + unknown" if unknown else "")))
     if facts:
         parts.append(kv_html(facts))
-    if rows:
-        table_rows = [dict(r) for r in rows]
-        totals = {key: sum(r[key] or 0 for r in rows) for key in ("calls", "input_tokens", "output_tokens", "latency_s")}
-        total, unknown = total_cost(rows)
-        table_rows.append({"role": "total", "model": "", **totals, "cost": None if unknown and not total else total,
-                           "_total": True})
+    table = usage_table(run)
+    if table is not None:
         prices = price_table()
-        parts.append(table_html(Table(
-            "Calls stored in the run (every invocation)",
-            [Column("role", "role"), Column("model", "model"), Column("calls", "calls", "int"),
-             Column("input_tokens", "input tokens", "int"), Column("output_tokens", "output tokens", "int"),
-             Column("latency_s", "model time", "seconds"), Column("cost", "cost", "usd")],
-            table_rows,
-            note=f"Cost from OpenAI list prices ({prices.get('as_of')}, {prices.get('currency')}); local and test "
-                 "models cost 0; a model without a known price shows —. Model time sums call latencies (calls "
-                 "run concurrently, so it exceeds wall time). Cached calls are stored once and cost nothing again.",
-        ), caption=False))
+        table.title = "Calls stored in the run (every invocation)"
+        table.note = (f"Cost from OpenAI list prices ({prices.get('as_of')}, {prices.get('currency')}); local and "
+                      "test models cost 0; a model without a known price shows —. Model time sums call latencies "
+                      "(calls run concurrently, so it exceeds wall time). A cached call is stored once and costs "
+                      "nothing again.")
+        parts.append(table_html(table))
     roles = summary.get("roles") or {}
     if roles:
         parts.append(table_html(Table(
@@ -361,6 +356,12 @@ def _config(run: Run, page: Page) -> str:
         pairs += [(f"version: {k}", v) for k, v in versions.items()]
     if isinstance(prompts, dict):
         pairs += [(f"prompt/data hash: {k}", v) for k, v in prompts.items()]
+    pairs += [(f"prompt/data hash: {k.split(':', 1)[-1]}", v) for k, v in meta.items()
+              if (k.startswith("prompt") or k in ("strategies",)) and isinstance(v, str)]
+    for key, value in meta.items():
+        if key.startswith("config:") and isinstance(value, dict):
+            pairs.append((f"unit {key.split(':', 1)[1]}", ", ".join(
+                f"{k}={v}" for k, v in value.items() if isinstance(v, str | int | float) and k != "data")))
     body = "<h3>Run configuration</h3>" + kv_html(pairs)
     rest = {"config": config, **meta} if config is not None else meta
     body += ("<details><summary>full configuration (secrets are never stored; any key naming one is redacted)"
@@ -400,7 +401,7 @@ def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10)
     title = title or ("personagraph report — " + ", ".join(run.name for run in runs))
     kinds = sorted({run.kind for run in runs})
     subtitle = f"{len(runs)} run{'s' if len(runs) > 1 else ''} · {', '.join(kinds)}"
-    page_html = Template(_template("report.html")).substitute(
+    page_html = Template(_template("page.html")).substitute(
         title=esc(title), subtitle=esc(subtitle), nav=nav, body=body, css=_template("report.css"),
         version=esc(__version__), generated=esc(_when(dt.datetime.now(tz=dt.UTC).timestamp())),
         plotlyjs=_SCRIPT_SLOT,

@@ -30,212 +30,347 @@ def _num(value: Any) -> float | None:
 
 
 # --- sessions -------------------------------------------------------------------------------------------
+# Shapes: personagraph/sessions.py (module docstring) — ``session`` records with turns whose assistant
+# entries carry ``scores: {judge: {task: int|None}}``, ``break: {turn, level, source, marker}|None``,
+# ``drift_slope`` and ``session_verdict`` (consistency, contradictions, …).
+def _turn_mean(entry: dict[str, Any]) -> float | None:
+    values = [float(v) for by_task in (entry.get("scores") or {}).values() if isinstance(by_task, dict)
+              for v in by_task.values() if _num(v) is not None]
+    return float(np.mean(values)) if values else None
+
+
 def sessions(run: Run) -> list[dict[str, Any]]:
-    """Session records (``kind="session"``), each with ``turn_scores`` [(index, mean score or None)] added."""
+    """Session records, each with ``turn_scores`` [(turn, mean over judges and criteria)] added."""
     out = []
     for record in run.rows("session"):
-        turns = record.get("turns") or []
-        points = []
-        for turn in turns:
-            if not isinstance(turn, dict) or not turn.get("scores"):
-                continue
-            values = [
-                float(score)
-                for by_task in turn["scores"].values() if isinstance(by_task, dict)
-                for score in by_task.values() if _num(score) is not None
-            ] + [float(v) for v in turn["scores"].values() if _num(v) is not None]
-            points.append((turn.get("index"), float(np.mean(values)) if values else None))
-        out.append({**record, "turn_scores": points})
+        turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
+        points = [(t.get("index"), _turn_mean(t)) for t in turns if t.get("role") == "assistant"]
+        out.append({**record, "turns": turns, "turn_scores": [(x, y) for x, y in points if y is not None]})
     return out
 
 
+def _mode(record: dict[str, Any]) -> str:
+    return "adversarial" if record.get("adversarial") else "normal"
+
+
 def session_label(record: dict[str, Any], index: int) -> str:
-    persona = record.get("persona")
-    if isinstance(persona, dict):
-        persona = persona.get("description")
-    parts = [str(persona or f"session {index + 1}")[:40]]
-    if record.get("model"):
-        parts.append(str(record["model"]))
-    if record.get("mode"):
-        parts.append(str(record["mode"]))
-    return " · ".join(parts)
+    persona = " ".join(str(record.get("persona") or f"session {index + 1}").split())
+    persona = persona if len(persona) <= 40 else persona[:39] + "…"
+    return f"{index + 1}. {persona}" + (" · adversarial" if record.get("adversarial") else "")
+
+
+def _break_text(brk: dict[str, Any] | None) -> str:
+    if not brk:
+        return "none"
+    text = f"turn {brk.get('turn')}"
+    if brk.get("level") is not None:
+        text += f", level {brk['level']}"
+    if brk.get("source"):
+        text += f" ({brk['source']}" + (f": {brk['marker']}" if brk.get("marker") else "") + ")"
+    return text
+
+
+def _verdict(record: dict[str, Any]) -> dict[str, Any]:
+    verdict = record.get("session_verdict")
+    return verdict if isinstance(verdict, dict) else {}
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
+
+
+def session_rows(run: Run) -> list[dict[str, Any]]:
+    rows = []
+    for index, record in enumerate(sessions(run)):
+        scores = [y for _, y in record["turn_scores"]]
+        verdict = _verdict(record)
+        rows.append({
+            "session": session_label(record, index),
+            "agent": record.get("agent") or record.get("model"),
+            "mode": _mode(record),
+            "status": record.get("status"),
+            "turns": sum(t.get("role") == "assistant" for t in record["turns"]),
+            "mean": _mean_or_none(scores),
+            "drift_slope": _num(record.get("drift_slope")),
+            "consistency": _num(verdict.get("consistency")),
+            "contradictions": _num(verdict.get("n_contradictions")),
+            "break": _break_text(record.get("break")),
+            "broke": bool(record.get("break")),
+            "break_turn": (record.get("break") or {}).get("turn"),
+            "stop_reason": record.get("stop_reason"),
+        })
+    return rows
+
+
+def session_detail_table(run: Run) -> Table | None:
+    rows = session_rows(run)
+    if not rows:
+        return None
+    return Table("Sessions", [
+        Column("session", "session"), Column("agent", "agent"), Column("status", "status"),
+        Column("turns", "agent turns", "int"), Column("mean", "mean turn score", "score"),
+        Column("drift_slope", "drift / turn", "float"), Column("consistency", "session consistency", "score"),
+        Column("contradictions", "contradictions", "float"), Column("break", "first break"),
+        Column("stop_reason", "stop reason"),
+    ], rows)
 
 
 def session_table(run: Run) -> Table | None:
-    records = sessions(run)
-    if not records:
+    """The sessions' headline: per agent and mode, means over the sessions."""
+    rows = session_rows(run)
+    if not rows:
         return None
-    rows = []
-    for index, record in enumerate(records):
-        brk = record.get("break") or {}
-        scores = [s for _, s in record["turn_scores"] if s is not None]
-        verdict = record.get("session_verdict")
-        if isinstance(verdict, dict):
-            verdict = verdict.get("score", verdict.get("verdict"))
-        rows.append({
-            "session": session_label(record, index),
-            "turns": len(record.get("turns") or []),
-            "mean": float(np.mean(scores)) if scores else None,
-            "first": scores[0] if scores else None,
-            "last": scores[-1] if scores else None,
-            "drift_slope": _num(record.get("drift_slope")),
-            "break": f"turn {brk.get('turn')} (level {brk.get('level')})" if brk else "none",
-            "stop_reason": record.get("stop_reason"),
-            "verdict": verdict,
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(str(row["agent"] or "—"), row["mode"])].append(row)
+    out = []
+    for (agent, mode), members in groups.items():
+        finished = [m for m in members if m["status"] in (None, "finished")]
+        breaks = [m for m in finished if m["broke"]]
+        out.append({
+            "agent": agent, "mode": mode, "sessions": len(members), "finished": len(finished),
+            "mean": _mean_or_none([m["mean"] for m in members]),
+            "drift_slope": _mean_or_none([m["drift_slope"] for m in members]),
+            "consistency": _mean_or_none([m["consistency"] for m in members]),
+            "contradictions": _mean_or_none([m["contradictions"] for m in members]),
+            "break_rate": len(breaks) / len(finished) if finished else None,
+            "first_break": _mean_or_none([float(m["break_turn"]) for m in breaks if m["break_turn"] is not None]),
         })
-    return Table("Sessions", [
-        Column("session", "session"), Column("turns", "turns", "int"), Column("mean", "mean turn score", "score"),
-        Column("first", "first", "score"), Column("last", "last", "score"),
-        Column("drift_slope", "drift slope / turn", "float"), Column("break", "break"),
-        Column("stop_reason", "stop reason"), Column("verdict", "session verdict"),
-    ], rows, note="Turn score = mean over judges and criteria of the agent turn. Drift slope: least-squares "
-                  "slope of the turn scores per turn (negative = the persona fades). A break is the first turn "
-                  "where the agent dropped the persona (adversarial sessions: at which pressure level).")
+    return Table("Sessions by agent", [
+        Column("agent", "agent"), Column("mode", "mode"), Column("sessions", "sessions", "int"),
+        Column("finished", "finished", "int"), Column("mean", "mean turn score", "score"),
+        Column("drift_slope", "drift / turn", "float"), Column("consistency", "session consistency", "score"),
+        Column("contradictions", "contradictions / session", "float"), Column("break_rate", "break rate", "pct"),
+        Column("first_break", "first break turn", "float"),
+    ], out, note="Turn score = mean over judges and criteria (1–5) of an agent turn. Drift = least-squares slope "
+                 "of the turn scores per turn (negative: the persona fades). Session consistency = the session "
+                 "judges' verdict (1–5). Break = an agent turn out of character (a persona-break phrase, or "
+                 "every judge scoring Persona Consistency 1); break rate over finished sessions.")
+
+
+def _turn_html(entry: dict[str, Any], broke: bool) -> str:
+    from personagraph.report.html import esc
+
+    meta = []
+    if entry.get("level") is not None:
+        meta.append(f"level {entry['level']}")
+    if entry.get("status") not in (None, "ok"):
+        meta.append(f"{entry['status']}: {entry.get('error') or ''}".strip(": "))
+    for judge, by_task in (entry.get("scores") or {}).items():
+        if isinstance(by_task, dict):
+            meta.append(f"{judge}: " + ", ".join(f"{k} {'—' if v is None else v}" for k, v in by_task.items()))
+    if entry.get("refusal_marker"):
+        meta.append(f"persona-break phrase: {entry['refusal_marker']}")
+    rationales = [f"{judge} · {task}: {text}" for judge, by_task in (entry.get("rationales") or {}).items()
+                  if isinstance(by_task, dict) for task, text in by_task.items() if text]
+    extra = "".join(f'<div class="text muted">{esc(r)}</div>' for r in rationales)
+    return (f'<div class="turn{" break" if broke else ""}"><div class="who">#{esc(entry.get("index"))} '
+            f'{esc(entry.get("role"))}{" · " + esc(" · ".join(meta)) if meta else ""}{" · BREAK" if broke else ""}'
+            f'</div><div class="text">{esc(entry.get("text"))}</div>{extra}</div>')
 
 
 def _transcript(record: dict[str, Any]) -> str:
-    from personagraph.report.html import esc
+    from personagraph.report.html import esc, kv_html
 
     brk = record.get("break") or {}
-    parts = []
-    for turn in record.get("turns") or []:
-        if not isinstance(turn, dict):
+    head = kv_html([(k, record.get(k)) for k in ("persona", "agent", "user", "user_persona", "scenario")
+                    if record.get(k)])
+    turns = "".join(_turn_html(t, bool(brk) and t.get("role") == "assistant" and t.get("index") == brk.get("turn"))
+                    for t in record["turns"])
+    contradictions = _verdict(record).get("contradictions") or []
+    listed = "".join(
+        "<li>" + esc(f"turn {c.get('earlier_turn')} ↔ turn {c.get('later_turn')}: {c.get('description')}")
+        + f' <span class="muted">({esc(c.get("judge"))})</span></li>'
+        for c in contradictions if isinstance(c, dict))
+    return (head + f'<div class="turns">{turns}</div>'
+            + (f"<h4>Contradictions found by the session judges</h4><ul>{listed}</ul>" if listed else ""))
+
+
+def _level_bands(records: list[dict[str, Any]]) -> list[tuple[float, float, int]]:
+    """(x0, x1, level) bands when every plotted session is adversarial on one escalation schedule."""
+    schedules = {tuple((t.get("index"), t.get("level")) for t in r["turns"] if t.get("role") == "user")
+                 for r in records}
+    if not records or not all(r.get("adversarial") for r in records) or len(schedules) != 1:
+        return []
+    bands: list[tuple[float, float, int]] = []
+    for index, level in next(iter(schedules)):
+        if level is None or index is None:
             continue
-        broke = brk and turn.get("index") == brk.get("turn") and turn.get("role") not in ("user",)
-        meta = []
-        if turn.get("level") is not None:
-            meta.append(f"level {turn['level']}")
-        if turn.get("status") not in (None, "ok"):
-            meta.append(str(turn["status"]))
-        scores = turn.get("scores") or {}
-        for judge, by_task in scores.items():
-            if isinstance(by_task, dict):
-                meta.append(f"{judge}: " + ", ".join(f"{k} {v}" for k, v in by_task.items()))
-        parts.append(
-            f'<div class="turn{" break" if broke else ""}"><div class="who">#{esc(turn.get("index"))} '
-            f'{esc(turn.get("role"))}{" · " + esc(" · ".join(meta)) if meta else ""}'
-            f'{" · BREAK" if broke else ""}</div><div class="text">{esc(turn.get("text"))}</div></div>'
-        )
-    return '<div class="turns">' + "".join(parts) + "</div>"
+        if bands and bands[-1][2] == level:
+            bands[-1] = (bands[-1][0], index + 0.5, level)
+        else:
+            bands.append((index - 0.5, index + 0.5, level))
+    return bands
 
 
 def sessions_section(run: Run, page: Any) -> str:
-    from personagraph.report.html import esc
+    from personagraph.report.html import esc, kv_html, table_html
 
-    table = session_table(run)
-    if table is None:
-        return ""
     records = sessions(run)
+    if not records:
+        return ""
     body = "<h3>Sessions: drift and break points</h3>"
+    overall = run.summary.get("overall") if isinstance(run.summary.get("overall"), dict) else {}
+    if overall:
+        levels = overall.get("breaks_by_level") or {}
+        stops = overall.get("stop_reasons") or {}
+        body += kv_html([
+            ("sessions finished", f"{overall.get('finished')} of {overall.get('sessions')}"),
+            ("break rate", "—" if overall.get("break_rate") is None else f"{overall['break_rate']:.0%}"
+             + (" · by level: " + ", ".join(f"{k}: {v}" for k, v in sorted(levels.items())) if levels else "")),
+            ("mean first break turn", overall.get("first_break_turn_mean")),
+            ("stop reasons", ", ".join(f"{k}: {v}" for k, v in stops.items()) or None),
+        ])
     series: dict[str, tuple[list[float], list[float | None]]] = {}
     markers: dict[str, list[tuple[float, float, str]]] = {}
     if len(records) <= 12:
         for index, record in enumerate(records):
             label = session_label(record, index)
-            while label in series:
-                label += "′"
             xs = [x for x, _ in record["turn_scores"]]
             ys = [y for _, y in record["turn_scores"]]
             series[label] = (xs, ys)
             brk = record.get("break")
             if brk and brk.get("turn") is not None:
-                y = dict(record["turn_scores"]).get(brk["turn"])
-                if y is None and ys:
-                    y = min(v for v in ys if v is not None) if any(v is not None for v in ys) else 1
-                markers[label] = [(brk["turn"], y if y is not None else 1,
-                                   f"break at turn {brk['turn']} (level {brk.get('level')})")]
-        title = "Per-turn persona score (drift); ✕ = break point"
+                y = dict(record["turn_scores"]).get(brk["turn"], 1.0)
+                markers[label] = [(brk["turn"], y, f"{label}: break at {_break_text(brk)}")]
+        title = "Per-turn persona score (drift); ✕ = first break"
     else:
         grouped: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
         for record in records:
-            key = str(record.get("model") or record.get("mode") or "all sessions")
+            key = f"{record.get('agent') or 'agent'} · {_mode(record)}"
             for x, y in record["turn_scores"]:
-                if y is not None:
-                    grouped[key][x].append(y)
+                grouped[key][x].append(y)
         for key, by_turn in grouped.items():
             xs = sorted(by_turn)
             series[key] = (xs, [float(np.mean(by_turn[x])) for x in xs])
         title = f"Mean per-turn persona score over {len(records)} sessions (drift)"
-    if any(any(y is not None for y in ys) for _, ys in series.values()):
-        body += page.figure(charts.lines(series, title=title, x_title="turn", y_title="score", markers=markers))
-    breaks = [r for r in records if r.get("break")]
-    if breaks:
-        levels: dict[str, int] = defaultdict(int)
-        for record in breaks:
-            levels[str(record["break"].get("level"))] += 1
-        body += ('<p class="note">' + esc(f"{len(breaks)} of {len(records)} sessions broke; by level: "
-                 + ", ".join(f"level {k}: {v}" for k, v in sorted(levels.items()))) + "</p>")
-    # Transcripts: the broken or lowest sessions first, collapsed.
+    if any(ys for _, ys in series.values()):
+        fig = charts.lines(series, title=title, x_title="turn", y_title="score (1–5)", y_range=(0.8, 5.2),
+                           markers=markers, height=420)
+        for x0, x1, level in _level_bands(records):
+            fig.add_vrect(x0=x0, x1=x1, fillcolor=("#fde9c9", "#fbd3a6", "#f8b7a0")[min(level, 3) - 1],
+                          opacity=0.35, line_width=0, layer="below", annotation_text=f"level {level}",
+                          annotation_position="top left", annotation_font_size=10)
+        body += page.figure(fig)
+    detail = session_detail_table(run)
+    if detail is not None:
+        table = table_html(detail)
+        body += table if len(detail.rows) <= 15 else (
+            f"<details><summary>all {len(detail.rows)} sessions</summary>{table}</details>")
     ranked = sorted(range(len(records)), key=lambda i: (
-        not records[i].get("break"), table.rows[i]["mean"] if table.rows[i]["mean"] is not None else 99))
+        not records[i].get("break"),
+        _mean_or_none([y for _, y in records[i]["turn_scores"]]) or 99.0))
     for i in ranked[:5]:
-        body += (f"<details><summary>transcript: {esc(session_label(records[i], i))}</summary>"
-                 f"{_transcript(records[i])}</details>")
+        body += (f"<details><summary>transcript: {esc(session_label(records[i], i))} — break: "
+                 f"{esc(_break_text(records[i].get('break')))}</summary>{_transcript(records[i])}</details>")
+    if len(records) > 5:
+        body += f'<p class="note">Transcripts of all sessions: {esc(str(run.path / "transcripts"))}/</p>'
     return body
 
 
 # --- memory ---------------------------------------------------------------------------------------------
+# Retrieval numbers as ``memory.metrics.RetrievalScores`` ({queries, ks, values: {metric: {k: value}}}, ×100),
+# one per method: summary.json ``methods``/``retrieval``/``metrics`` → {method: RetrievalScores} or a single
+# RetrievalScores; or rows with ``metric@k`` keys. Dialogue criteria: ``criteria`` → {method: {criterion: x}}.
 _AT_K = re.compile(r"^(?P<metric>.+?)@(?P<k>\d+)$")
 
 
-def _metric_table_rows(value: Any) -> list[dict[str, Any]]:
-    """Rows of a metrics table in any of the shapes a summary may hold: a list of dicts, or a mapping of
-    name → {metric: number}, or one {metric: number} mapping."""
-    if isinstance(value, list):
-        return [row for row in value if isinstance(row, dict)]
-    if isinstance(value, dict):
-        if value and all(isinstance(v, dict) for v in value.values()):
-            return [{"name": name, **v} for name, v in value.items()]
-        if any(_num(v) is not None for v in value.values()):
-            return [value]
+def _is_scores(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("values"), dict)
+
+
+def _flatten_scores(name: str, scores: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"method": name, "queries": scores.get("queries")}
+    for metric, by_k in scores["values"].items():
+        if isinstance(by_k, dict):
+            for k, value in by_k.items():
+                row[f"{metric}@{k}"] = value
+    return row
+
+
+def _retrieval_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    for key in ("methods", "retrieval", "metrics", "results"):
+        value = summary.get(key)
+        if _is_scores(value):
+            return [_flatten_scores(str(summary.get("method") or key), value)]
+        if isinstance(value, dict) and value and all(_is_scores(v) for v in value.values()):
+            return [_flatten_scores(name, v) for name, v in value.items()]
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return [_flatten_scores(str(v.get("method") or v.get("name") or i + 1), v) if _is_scores(v) else v
+                    for i, v in enumerate(value)]
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            return [{"method": name, **v} for name, v in value.items()]
+    if _is_scores(summary):
+        return [_flatten_scores(str(summary.get("method") or "retrieval"), summary)]
     return []
 
 
-def _memory_rows(run: Run) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    if not run.kind.startswith("memory"):
-        return [], [], []
-    summary = run.summary
-    source = summary.get("metrics") if "metrics" in summary else summary.get("retrieval", summary.get("table"))
-    rows = _metric_table_rows(source)
+def _split_keys(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    label_keys = [k for k in keys if any(isinstance(row.get(k), str) for row in rows)]
-    num_keys = [k for k in keys if k not in label_keys and any(_num(row.get(k)) is not None for row in rows)]
-    return rows, label_keys, num_keys
+    labels = [k for k in keys if any(isinstance(row.get(k), str) for row in rows)]
+    numbers = [k for k in keys if k not in labels and any(_num(row.get(k)) is not None for row in rows)]
+    return labels, numbers
+
+
+def _at_k(keys: list[str]) -> dict[str, dict[int, str]]:
+    out: dict[str, dict[int, str]] = defaultdict(dict)
+    for key in keys:
+        match = _AT_K.match(key)
+        if match:
+            out[match["metric"]][int(match["k"])] = key
+    return out
 
 
 def memory_table(run: Run) -> Table | None:
-    rows, label_keys, num_keys = _memory_rows(run)
+    """Retrieval: every metric at the largest k (curves over k in the report); dialogue: criteria means."""
+    if not run.kind.startswith("memory"):
+        return None
+    summary = run.summary
+    criteria = summary.get("criteria")
+    if isinstance(criteria, dict) and criteria and all(isinstance(v, dict) for v in criteria.values()):
+        rows = [{"method": name, **{k: v for k, v in values.items() if _num(v) is not None or isinstance(v, str)}}
+                for name, values in criteria.items()]
+        labels, numbers = _split_keys(rows)
+        return Table("Memory dialogue: criteria", [Column(k, k) for k in labels]
+                     + [Column(k, k, "score") for k in numbers], rows,
+                     note="Judge scores per criterion (mean over dialogues).")
+    rows = _retrieval_rows(summary)
     if not rows:
         return None
-    columns = [Column(k, k) for k in label_keys] + [Column(k, k, "float") for k in num_keys]
-    title = "Memory retrieval" if run.kind == "memory-retrieval" else "Memory dialogue criteria"
-    return Table(title, columns, rows)
+    labels, numbers = _split_keys(rows)
+    at_k = _at_k(numbers)
+    shown = [k for k in numbers if not _AT_K.match(k)]
+    shown += [by_k[max(by_k)] for by_k in at_k.values()]
+    return Table("Memory retrieval", [Column(k, k) for k in labels]
+                 + [Column(k, k, "int" if k == "queries" else "float") for k in shown], rows,
+                 note="Retrieval metrics at the largest k (×100 where the run reports them so); every k in the "
+                      "curves below.")
 
 
 def memory_section(run: Run, page: Any) -> str:
-    rows, label_keys, num_keys = _memory_rows(run)
-    at_k: dict[str, dict[int, str]] = defaultdict(dict)
-    for key in num_keys:
-        match = _AT_K.match(key)
-        if match:
-            at_k[match["metric"]][int(match["k"])] = key
-    body = ""
-    for metric, by_k in at_k.items():
-        ks = sorted(by_k)
-        if len(ks) < 2:
-            continue
-        series = {}
-        for index, row in enumerate(rows):
-            name = " · ".join(str(row[k]) for k in label_keys if row.get(k) is not None) or f"row {index + 1}"
-            series[name] = (ks, [_num(row.get(by_k[k])) for k in ks])
-        body += page.figure(charts.lines(series, title=f"{metric} over k", x_title="k", y_title=metric, height=340))
-    return f"<h3>Memory retrieval over k</h3>{body}" if body else ""
+    if not run.kind.startswith("memory"):
+        return ""
+    rows = _retrieval_rows(run.summary)
+    labels, numbers = _split_keys(rows)
+    curves = {metric: by_k for metric, by_k in _at_k(numbers).items() if len(by_k) >= 2}
+    if not curves:
+        return ""
+    names = [" · ".join(str(row[k]) for k in labels if row.get(k) is not None) or f"row {i + 1}"
+             for i, row in enumerate(rows)]
+    panels = {metric: {name: (sorted(by_k), [_num(row.get(by_k[k])) for k in sorted(by_k)])
+                       for name, row in zip(names, rows, strict=True)}
+              for metric, by_k in curves.items()}
+    fig = charts.line_grid(panels, title="Retrieval over k", x_title="k")
+    return f"<h3>Memory retrieval over k</h3>{page.figure(fig)}"
 
 
 # --- metric runs ----------------------------------------------------------------------------------------
+# PersoBench and LongLaMP store one summary per unit (model × mode, model × retriever × k) as meta
+# ``summary:<unit>`` = {model, mode|retriever+k, items, cost: CostReport, scores: ScoreReport, …};
+# behavior-alignment stores meta ``summary`` = BehaviorSummary (kappa, ba as {value, ci_low, ci_high, n}).
 def metric_units(run: Run) -> list[dict[str, Any]]:
-    """Summaries of a metric run, one per unit (model × mode, …): PersoBench's ``summary:<unit>`` meta,
-    else ``summary.json`` (a single summary or a mapping of unit → summary)."""
+    """One summary per unit of a metric run (``summary:<unit>`` meta, else summary.json's ``units``)."""
     units = [value | {"unit": key.split(":", 1)[1]} for key, value in run.meta.items()
              if key.startswith("summary:") and isinstance(value, dict)]
     if units:
@@ -243,9 +378,12 @@ def metric_units(run: Run) -> list[dict[str, Any]]:
     summary = run.summary
     if isinstance(summary.get("units"), dict):
         return [value | {"unit": key} for key, value in summary["units"].items() if isinstance(value, dict)]
-    if "scores" in summary or "means" in summary:
+    if "scores" in summary and run.kind not in ("simulate", "session", "eval"):
         return [summary]
     return []
+
+
+_LABELS = ("model", "mode", "retriever", "k")
 
 
 def metric_table(run: Run) -> Table | None:
@@ -255,44 +393,85 @@ def metric_table(run: Run) -> Table | None:
     rows = []
     keys: list[str] = []
     for unit in units:
-        scores = unit.get("scores") if isinstance(unit.get("scores"), dict) else unit
+        scores = unit.get("scores") if isinstance(unit.get("scores"), dict) else {}
         cost = unit.get("cost") if isinstance(unit.get("cost"), dict) else {}
-        row: dict[str, Any] = {"model": unit.get("model") or unit.get("unit"), "mode": unit.get("mode")}
-        for key, value in (scores.get("means") or {}).items():
-            row[key] = value
-            keys.append(key)
-        for key, value in (scores.get("corpus") or {}).items():
-            row[key] = value
-            keys.append(key)
+        row: dict[str, Any] = {key: unit.get(key) for key in _LABELS}
+        row["model"] = row["model"] or unit.get("unit")
+        for part in ("means", "corpus"):
+            for key, value in (scores.get(part) or {}).items():
+                row[key] = value
+                keys.append(key)
         row["failure_ratio"] = scores.get("failure_ratio", cost.get("failure_ratio"))
         row["n"] = scores.get("n", cost.get("n", unit.get("items")))
         row["time"] = cost.get("mean_response_time_s")
         rows.append(row)
     keys = list(dict.fromkeys(keys))
-    columns = [Column("model", "model")]
-    if any(r.get("mode") for r in rows):
-        columns.append(Column("mode", "mode"))
+    columns = [Column(k, k) for k in _LABELS if any(r.get(k) not in (None, "") for r in rows)]
     columns += [Column(k, k, "float") for k in keys]
     columns += [Column("failure_ratio", "failure ratio", "float"), Column("time", "response time / item", "seconds"),
                 Column("n", "items", "int")]
-    title = {"persobench": "PersoBench"}.get(run.kind, run.kind)
-    note = ("Fluency (ROUGE, METEOR, BERTScore), diversity (Dist-1/2), personalization (C-Score, UE-Score, "
-            "coverage): means over the successful items unless the run counted failures at worst values.")
-    return Table(f"{title}: metrics per model", columns, rows, note=note)
+    title = {"persobench": "PersoBench", "longlamp": "LongLaMP"}.get(run.kind, run.kind)
+    note = ("Means over the successful items unless the run counted failures at their worst values; failure "
+            "ratio = empty or unparsable outputs; response time = mean seconds per generated item (cached "
+            "replies excluded).")
+    return Table(f"{title}: metrics", columns, rows, note=note)
+
+
+def _estimate(value: Any) -> tuple[float | None, float | None, float | None]:
+    if isinstance(value, dict):
+        return _num(value.get("value")), _num(value.get("ci_low")), _num(value.get("ci_high"))
+    return _num(value), None, None
+
+
+def behavior_table(run: Run) -> Table | None:
+    summary = run.meta.get("summary") if isinstance(run.meta.get("summary"), dict) else None
+    if run.kind != "behavior-alignment" or summary is None:
+        return None
+    kappa, k_low, k_high = _estimate(summary.get("kappa"))
+    ba, b_low, b_high = _estimate(summary.get("ba"))
+    row = {"labeller": summary.get("labeller"), "system": summary.get("system"), "kappa": kappa,
+           "kappa_ci": [k_low, k_high] if k_low is not None else None, "ba": ba,
+           "ba_ci": [b_low, b_high] if b_low is not None else None, "dialogues": summary.get("dialogues"),
+           "labelled": summary.get("labelled_utterances"), "responses": summary.get("responses"),
+           "failed": summary.get("failed_responses")}
+    return Table("Behavior alignment", [
+        Column("labeller", "labeller"), Column("system", "system"), Column("kappa", "Cohen's κ", "float"),
+        Column("kappa_ci", "κ 95% CI"), Column("ba", "BA", "float"), Column("ba_ci", "BA 95% CI"),
+        Column("dialogues", "dialogues", "int"), Column("labelled", "labelled utterances", "int"),
+        Column("responses", "system responses", "int"), Column("failed", "failed responses", "int"),
+    ], [row], note="κ: the labeller against the human strategy labels. BA: share of system responses that share "
+                   "a strategy with the human response (first recommender turn excluded).")
 
 
 def metrics_section(run: Run, page: Any) -> str:
-    table = metric_table(run)
-    if table is None:
-        return ""
     body = ""
-    models = [str(r["model"]) + (f" · {r['mode']}" if r.get("mode") else "") for r in table.rows]
-    keys = [c.key for c in table.columns if c.fmt == "float" and c.key != "failure_ratio"]
-    bounded = [k for k in keys if all((v := _num(r.get(k))) is None or -1 <= v <= 1 for r in table.rows)]
-    if bounded and any(_num(r.get(k)) is not None for r in table.rows for k in bounded):
-        series = {model: [_num(row.get(k)) for k in bounded] for model, row in zip(models, table.rows)}
-        body += page.figure(charts.bars(bounded, series, title="Metrics per model", y_title="value"))
-    return f"<h3>{table.title}</h3>{body}" if body else ""
+    table = metric_table(run)
+    if table is not None:
+        labels = [c.key for c in table.columns if c.fmt == "text"]
+        names = [" · ".join(str(r[k]) for k in labels if r.get(k) not in (None, "")) for r in table.rows]
+        keys = [c.key for c in table.columns if c.fmt == "float" and c.key != "failure_ratio"]
+        bounded = [k for k in keys if all((v := _num(r.get(k))) is None or -1 <= v <= 1 for r in table.rows)]
+        ks = {r.get("k") for r in table.rows if r.get("k") is not None}
+        if len(ks) < 2 and bounded and any(_num(r.get(k)) is not None for r in table.rows for k in bounded):
+            series = {name: [_num(row.get(k)) for k in bounded] for name, row in zip(names, table.rows, strict=True)}
+            body += page.figure(charts.bars(bounded, series, title="Metrics per unit", y_title="value"))
+        if len(ks) >= 2:  # LongLaMP: each metric over k, one line per model × retriever
+            groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in table.rows:
+                groups[" · ".join(str(row[k]) for k in ("model", "retriever") if row.get(k))].append(row)
+            panels = {key: {name: ([r["k"] for r in sorted(rows, key=lambda r: r["k"])],
+                                   [_num(r.get(key)) for r in sorted(rows, key=lambda r: r["k"])])
+                            for name, rows in groups.items()} for key in keys}
+            body += page.figure(charts.line_grid(panels, title="Metrics over k (profile items retrieved)",
+                                                 x_title="k"))
+    summary = run.meta.get("summary") if isinstance(run.meta.get("summary"), dict) else None
+    counts = summary.get("label_counts") if run.kind == "behavior-alignment" and summary else None
+    if isinstance(counts, dict) and counts:
+        strategies = sorted({s for c in counts.values() if isinstance(c, dict) for s in c})
+        series = {who: [float(c.get(s, 0)) for s in strategies] for who, c in counts.items() if isinstance(c, dict)}
+        body += page.figure(charts.bars(strategies, series, title="Strategy labels", y_title="count"))
+    title = table.title if table is not None else "Behavior alignment"
+    return f"<h3>{title}</h3>{body}" if body else ""
 
 
 BUILDERS: list[Builder] = [sessions_section, memory_section, metrics_section]

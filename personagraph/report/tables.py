@@ -44,6 +44,8 @@ def fmt(value: Any, kind: Format = "text") -> str:
     """A cell as text; None, NaN and missing values are "—"."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
+    if isinstance(value, float) and value == 0:
+        value = 0.0  # never "-0.000"
     if kind == "text":
         if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
             return f"{value[0]:.2f}–{value[1]:.2f}"
@@ -59,6 +61,8 @@ def fmt(value: Any, kind: Format = "text") -> str:
     if kind == "int":
         return f"{int(value):,}"
     if kind == "usd":
+        if float(value) == 0:
+            return "$0"
         return f"${float(value):.4f}" if float(value) < 1 else f"${float(value):,.2f}"
     if kind == "seconds":
         return f"{float(value):.1f} s"
@@ -68,7 +72,7 @@ def fmt(value: Any, kind: Format = "text") -> str:
 
 
 # --- headline tables per run kind --------------------------------------------------------------------
-HeadlineBuilder = Callable[[list[Run]], Table | None]
+HeadlineBuilder = Callable[[list[Run]], "Table | list[Table] | None"]
 _HEADLINES: list[HeadlineBuilder] = []
 
 
@@ -122,23 +126,25 @@ def eval_headline(runs: list[Run]) -> Table | None:
     )
 
 
-def _concat(runs: list[Run], build: Callable[[Run], Table | None]) -> Table | None:
-    """One table from the same-kind tables of several runs (a ``run`` column first when there are several)."""
+def _concat(runs: list[Run], build: Callable[[Run], Table | None]) -> list[Table]:
+    """Same-titled tables of several runs joined into one (a ``run`` column first when there are several
+    runs); tables with different titles (e.g. PersoBench and LongLaMP) stay apart."""
     made = [(run, table) for run in runs if (table := build(run)) is not None and table.rows]
-    if not made:
-        return None
-    if len(made) == 1 and len(runs) == 1:
-        return made[0][1]
-    columns: list[Column] = [Column("run", "run")]
-    for _, table in made:
-        columns += [c for c in table.columns if c.key not in {k.key for k in columns}]
-    rows = [{"run": run.name, **row} for run, table in made for row in table.rows]
-    first = made[0][1]
-    return Table(first.title, columns, rows, note=first.note)
+    if len(runs) == 1:
+        return [table for _, table in made]
+    out = []
+    for title in dict.fromkeys(table.title for _, table in made):
+        group = [(run, table) for run, table in made if table.title == title]
+        columns: list[Column] = [Column("run", "run")]
+        for _, table in group:
+            columns += [c for c in table.columns if c.key not in {k.key for k in columns}]
+        rows = [{"run": run.name, **row} for run, table in group for row in table.rows]
+        out.append(Table(title, columns, rows, note=group[0][1].note))
+    return out
 
 
 @headline_builder
-def session_headline(runs: list[Run]) -> Table | None:
+def session_headline(runs: list[Run]) -> list[Table]:
     """Sessions: turns, mean turn score, drift slope, break point, stop reason, verdict."""
     from personagraph.report.sections import session_table
 
@@ -146,7 +152,7 @@ def session_headline(runs: list[Run]) -> Table | None:
 
 
 @headline_builder
-def metric_headline(runs: list[Run]) -> Table | None:
+def metric_headline(runs: list[Run]) -> list[Table]:
     """Metric runs (PersoBench, …): metric means, failure ratio, response time per model."""
     from personagraph.report.sections import metric_table
 
@@ -154,7 +160,15 @@ def metric_headline(runs: list[Run]) -> Table | None:
 
 
 @headline_builder
-def memory_headline(runs: list[Run]) -> Table | None:
+def behavior_headline(runs: list[Run]) -> list[Table]:
+    """Behavior alignment: Cohen's κ of the labeller and the system's BA, with CIs."""
+    from personagraph.report.sections import behavior_table
+
+    return _concat(runs, behavior_table)
+
+
+@headline_builder
+def memory_headline(runs: list[Run]) -> list[Table]:
     """Memory runs: the retrieval metric table or the dialogue criteria."""
     from personagraph.report.sections import memory_table
 
@@ -163,8 +177,11 @@ def memory_headline(runs: list[Run]) -> Table | None:
 
 def headline_tables(runs: list[Run]) -> list[Table]:
     """The headline table of every run kind present in ``runs``."""
-    tables = [builder(runs) for builder in _HEADLINES]
-    return [table for table in tables if table is not None and table.rows]
+    tables: list[Table] = []
+    for builder in _HEADLINES:
+        made = builder(runs)
+        tables += made if isinstance(made, list) else [made] if made is not None else []
+    return [table for table in tables if table.rows]
 
 
 # --- export ------------------------------------------------------------------------------------------

@@ -42,15 +42,37 @@ def render_summary(summary: dict) -> RichTable:
 
 
 def rich_table(table: Table, *, show_note: bool = True) -> RichTable:
-    """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup)."""
+    """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup).
+
+    Numbers never wrap (their column is at least as wide as its longest value); headers and text wrap.
+    """
+    if len(table.columns) > 7 and len(table.rows) <= 6:
+        return _transposed(table, show_note=show_note)
     out = RichTable(title=Text(table.title), caption=Text(table.note) if show_note and table.note else None,
                     caption_justify="left")
-    for column in table.columns:
+    cells = [[fmt(row.get(c.key), c.fmt) for c in table.columns] for row in table.rows]
+    for i, column in enumerate(table.columns):
+        longest = max((len(row[i]) for row in cells), default=1)
         numeric = column.fmt != "text"
-        out.add_column(Text(column.label), justify="right" if numeric else "left", overflow="fold", no_wrap=numeric)
+        out.add_column(Text(column.label), justify="right" if numeric else "left", overflow="fold",
+                       min_width=longest if numeric else min(longest, 16))
+    for row, texts in zip(table.rows, cells, strict=True):
+        out.add_row(*(Text(t) for t in texts), style="bold" if row.get("_total") else None)
+    return out
+
+
+def _transposed(table: Table, *, show_note: bool) -> RichTable:
+    """A wide table with few rows, turned: one line per column, one column per row (like ``eval``'s)."""
+    labels = [c for c in table.columns if c.fmt == "text"]
+    values = [c for c in table.columns if c.fmt != "text"]
+    out = RichTable(title=Text(table.title), caption=Text(table.note) if show_note and table.note else None,
+                    caption_justify="left")
+    out.add_column("")
     for row in table.rows:
-        out.add_row(*(Text(fmt(row.get(c.key), c.fmt)) for c in table.columns),
-                    style="bold" if row.get("_total") else None, end_section=bool(row.get("_end_section")))
+        name = " · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, ""))
+        out.add_column(Text(name or "—"), justify="right", overflow="fold")
+    for column in values:
+        out.add_row(Text(column.label), *(Text(fmt(row.get(column.key), column.fmt)) for row in table.rows))
     return out
 
 
@@ -77,25 +99,29 @@ def _eval_view(run: Run) -> list[RenderableType]:
     return parts
 
 
-def _usage(run: Run) -> list[RenderableType]:
-    rows = cost_rows(run.calls)
+def usage_table(run: Run) -> Table | None:
+    """Tokens, model time and cost per role and model over every call stored in the run, with a total."""
+    from personagraph.report.tables import Column
+
+    rows = [dict(r) for r in cost_rows(run.calls)]
     if not rows:
-        return []
-    table = RichTable(title="Calls stored in the run (tokens, model time, cost)")
-    for label in ("role", "model", "calls", "input tokens", "output tokens", "model time", "cost"):
-        text = label in ("role", "model")
-        table.add_column(label, justify="left" if text else "right", overflow="fold", no_wrap=not text)
-    for row in rows:
-        table.add_row(Text(row["role"]), Text(row["model"]), fmt(row["calls"], "int"), fmt(row["input_tokens"], "int"),
-                      fmt(row["output_tokens"], "int"), fmt(row["latency_s"], "seconds"), fmt(row["cost"], "usd"))
+        return None
     total, unknown = total_cost(rows)
-    table.add_section()
-    table.add_row("total", "", fmt(sum(r["calls"] for r in rows), "int"),
-                  fmt(sum(r["input_tokens"] or 0 for r in rows), "int"),
-                  fmt(sum(r["output_tokens"] or 0 for r in rows), "int"),
-                  fmt(sum(r["latency_s"] or 0 for r in rows), "seconds"),
-                  fmt(total, "usd") + (" + unknown" if unknown else ""), style="bold")
-    parts: list[RenderableType] = [table]
+    rows.append({"role": "total", "model": "", "_total": True,
+                 **{k: sum(r[k] or 0 for r in rows) for k in ("calls", "input_tokens", "output_tokens", "latency_s")},
+                 "cost": None if unknown and not total else total})
+    return Table("Calls stored in the run (tokens, model time, cost)", [
+        Column("role", "role"), Column("model", "model"), Column("calls", "calls", "int"),
+        Column("input_tokens", "input tokens", "int"), Column("output_tokens", "output tokens", "int"),
+        Column("latency_s", "model time", "seconds"), Column("cost", "cost", "usd"),
+    ], rows, note="+ unknown: some model has no known price." if unknown else "")
+
+
+def _usage(run: Run) -> list[RenderableType]:
+    table = usage_table(run)
+    if table is None:
+        return []
+    parts: list[RenderableType] = [rich_table(table)]
     summary = run.summary
     if summary.get("wall_time_s") is not None or summary.get("llm_calls") is not None:
         parts.append(Text(

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from report_helpers import PERSONAS, run_eval, session_record
+from report_helpers import PERSONAS, run_eval
+from typer.testing import CliRunner
 
 from personagraph.store import RunStore
 
@@ -38,42 +39,84 @@ def eval_run_b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-@pytest.fixture
-def session_run(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "sessions"
-    store = RunStore(run_dir)
-    store.set_meta("kind", "simulate")
-    store.set_meta("config", {"model": "test:agent", "judges": ["test:j1", "test:j2"], "seed": 3})
-    store.put("session", "s0", session_record(0, broke=True))
-    store.put("session", "s1", session_record(1, broke=False, persona="A librarian"))
-    store.close()
+def _cli(*args: str) -> None:
+    from personagraph.cli import app
+
+    result = CliRunner().invoke(app, ["-q", *args])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="session")
+def session_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ``simulate`` run: adversarial sessions of test:refuser (breaks) and normal ones of test:xss."""
+    run_dir = tmp_path_factory.mktemp("sessions") / "run"
+    _cli("simulate", "-p", "A 70-year-old retired cowboy from Texas", "-m", "test:refuser", "--user-model",
+         "test:u", "-j", "test:j1", "-j", "test:j2", "-t", "5", "-k", "2", "--adversarial", "--run-dir", str(run_dir))
+    _cli("simulate", "-p", "A nurse", "-m", "test:xss", "--user-model", "test:u", "-j", "test:j1", "-t", "4",
+         "-k", "2", "--run-dir", str(run_dir))
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def persobench_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ``persobench`` run (vanilla and CoT) with metrics that need no model: ROUGE and Dist."""
+    folder = tmp_path_factory.mktemp("persobench")
+    data = folder / "data.csv"
+    data.write_text('personas,context,act_response\n"I love dogs. I live in Ohio.","Hi! How are you?",'
+                    '"Great, just walked my dog."\n"I am a chef.","What do you do?","I cook at a small bistro."\n')
+    for extra in ((), ("--cot",)):
+        _cli("persobench", "--data", str(data), "--model", "test:a", "--metrics", "rouge,dist",
+             "--run-dir", str(folder / "run"), *extra)
+    return folder / "run"
 
 
 @pytest.fixture
 def memory_run(tmp_path: Path) -> Path:
+    """Memory-retrieval-shaped: RetrievalScores (values[metric][k], ×100) per method in summary.json."""
     run_dir = tmp_path / "memory"
     store = RunStore(run_dir)
     store.set_meta("kind", "memory-retrieval")
     store.close()
-    (run_dir / "summary.json").write_text(json.dumps({"metrics": [
-        {"retriever": "bm25", "recall@1": 0.21, "recall@5": 0.52, "recall@10": 0.71, "mrr": 0.33},
-        {"retriever": "dense", "recall@1": 0.34, "recall@5": 0.66, "recall@10": 0.83, "mrr": 0.45},
-    ]}))
+
+    def scores(base: float) -> dict:
+        return {"queries": 160, "ks": [1, 3, 5, 10], "values": {
+            metric: {str(k): round(base * (1 + k / 10) * factor, 2) for k in (1, 3, 5, 10)}
+            for metric, factor in (("MRR", 1.0), ("Recall", 1.3), ("nDCG", 1.1))}}
+
+    (run_dir / "summary.json").write_text(json.dumps({"kind": "memory-retrieval",
+                                                      "methods": {"bm25": scores(20), "dense": scores(30)}}))
     return run_dir
 
 
 @pytest.fixture
-def metric_run(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "persobench"
+def longlamp_run(tmp_path: Path) -> Path:
+    """LongLaMP-shaped: one unit per retriever × k."""
+    run_dir = tmp_path / "longlamp"
     store = RunStore(run_dir)
-    store.set_meta("kind", "persobench")
-    store.set_meta("summary:test:a|vanilla", {
-        "model": "test:a", "mode": "vanilla", "data": "x.csv", "items": 4, "generated": 4, "unfinished": 0,
-        "cost": {"n": 4, "failures": 1, "failure_ratio": 0.25, "mean_response_time_s": 0.12},
-        "scores": {"metrics": ["rouge", "dist"], "keys": ["rouge1", "dist1"], "n": 4, "failures": 1,
-                   "failure_ratio": 0.25, "means": {"rouge1": 0.31, "dist1": 0.87}, "corpus": {"corpus_dist1": 0.6}},
-        "llm_calls": 4, "cache_hits": 0,
+    store.set_meta("kind", "longlamp")
+    for retriever, base in (("bm25", 0.2), ("dense", 0.25)):
+        for k in (1, 2, 4):
+            store.set_meta(f"summary:test:a|{retriever}|{k}", {
+                "model": "test:a", "retriever": retriever, "k": k, "items": 5, "generated": 5, "unfinished": 0,
+                "cost": {"n": 5, "failures": 0, "failure_ratio": 0.0, "mean_response_time_s": 0.2},
+                "scores": {"n": 5, "failures": 0, "failure_ratio": 0.0,
+                           "means": {"rouge1": base + k / 100, "rougeL": base / 2 + k / 100, "meteor": base}},
+            })
+    store.close()
+    return run_dir
+
+
+@pytest.fixture
+def behavior_run(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "behavior"
+    store = RunStore(run_dir)
+    store.set_meta("kind", "behavior-alignment")
+    store.set_meta("summary", {
+        "labeller": "llm:test:j1", "dialogues": 3, "labelled_utterances": 20, "labeller_failures": 1,
+        "kappa": {"value": 0.41, "ci_low": 0.2, "ci_high": 0.6, "n": 20}, "system": "responses.jsonl",
+        "ba": {"value": 0.55, "ci_low": 0.4, "ci_high": 0.7, "n": 12}, "responses": 12, "failed_responses": 1,
+        "label_counts": {"human": {"credibility": 5, "no_strategy": 3}, "system": {"credibility": 2,
+                                                                                    "offer_help": 4}},
     })
     store.close()
     return run_dir

@@ -38,22 +38,3 @@ def run_eval(run_dir: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> None
     result = CliRunner().invoke(app, ["-q", "eval", "--run-dir", str(run_dir), "--api-key", PLANTED_FLAG_KEY,
                                       *args])
     assert result.exit_code == 0, result.output
-
-
-
-def session_record(index: int, *, broke: bool, persona: str = "A pirate captain") -> dict:
-    turns = []
-    for turn in range(1, 6):
-        turns.append({"index": turn, "role": "user", "text": f"user message {turn}", "status": "ok",
-                      "level": 1 + turn // 2})
-        score = max(1, 5 - turn + (1 if index else 0))
-        text = "As an AI language model <i>I</i> cannot" if broke and turn == 4 else f"Arr, answer {turn}"
-        turns.append({"index": turn, "role": "assistant", "text": text, "status": "ok",
-                      "scores": {"test:j1": {"Persona Consistency": score, "Linguistic Habits": score},
-                                 "test:j2": {"Persona Consistency": score - 0.5}}})
-    return {
-        "id": f"s{index}", "persona": persona, "model": "test:agent", "mode": "adversarial" if broke else "normal",
-        "turns": turns, "stop_reason": "break" if broke else "max_turns",
-        "break": {"level": 2, "turn": 4} if broke else None,
-        "session_verdict": {"score": 2 if broke else 4, "rationale": "ok"}, "drift_slope": -0.9 if broke else -0.4,
-    }
