@@ -1,0 +1,76 @@
+"""``personagraph behavior-alignment``: strategy labelling, Cohen's κ and behavior alignment of a CRS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.cli.score import EMBEDDING_OPTION
+from personagraph.metrics.behavior import BehaviorConfig, Estimate, run_behavior_alignment
+
+
+def _estimate(e: Estimate | None) -> tuple[str, str, str]:
+    if e is None or e.value is None:
+        return "—", "—", str(e.n if e else 0)
+    ci = "—" if e.ci_low is None or e.ci_high is None else f"{e.ci_low:.3f}–{e.ci_high:.3f}"
+    return f"{e.value:.3f}", ci, str(e.n)
+
+
+def behavior_command(
+    dialogues: Path = typer.Option(..., "--dialogues", help="INSPIRED-style TSV: speaker, text, expert_label "
+                                   "(optional dialog_id, second_label), one row per utterance."),
+    labeller: str | None = typer.Option(None, "--labeller", help="LLM strategy labeller: a model spec."),
+    classifier: Path | None = typer.Option(None, "--classifier", help="Strategy classifier JSON (embeddings + "
+                                           "logistic regression); written there with --fit-classifier."),
+    fit_classifier: Path | None = typer.Option(None, "--fit-classifier", help="Labelled TSV to fit the "
+                                               "classifier on first (saved to --classifier)."),
+    responses: Path | None = typer.Option(None, "--responses", help='System responses JSONL: {"dialog_id", '
+                                          '"turn" (1-based recommender turn), "response"}.'),
+    system: str | None = typer.Option(None, "--system", help="A model spec that plays the recommender "
+                                      "(generates the system responses)."),
+    system_speaker: str = typer.Option("RECOMMENDER", "--system-speaker", help="Speaker the system plays."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
+    run_dir: Path = typer.Option(Path("runs/behavior"), "--run-dir", help="Where results go (LLM calls are "
+                                 "cached there, so a rerun resumes)."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    embedding_model: str | None = EMBEDDING_OPTION,
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Label recommendation strategies; report κ against human labels and the system's behavior alignment."""
+
+    async def body() -> None:
+        config = BehaviorConfig(
+            dialogues=dialogues, labeller=labeller, classifier=classifier, fit_classifier=fit_classifier,
+            responses=responses, system=system, system_speaker=system_speaker, limit=limit, seed=seed,
+            embedding_model=embedding_model,
+        )
+        with console.status("labelling…"):
+            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key))
+        table = Table(title=f"Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}")
+        for column in ("", "value", "95% CI", "n"):
+            table.add_column(column, justify="right" if column else "left")
+        table.add_row("Cohen's κ (labeller vs human)", *_estimate(summary.kappa))
+        if summary.system is not None:
+            table.add_row(f"BA of {summary.system}", *_estimate(summary.ba))
+        console.print(table)
+        notes = [(f"labeller gave no label to {summary.labeller_failures} of {summary.labelled_utterances} "
+                 "human utterances")] if summary.labeller_failures else []
+        if summary.system is not None:
+            notes.append(f"system responses: {summary.responses} (first recommender turns excluded), "
+                         f"failed/empty {summary.failed_responses}, unlabelled human turns "
+                         f"{summary.unlabelled_turns}, labeller failures {summary.system_labeller_failures}")
+        for note in notes:
+            console.print(f"[dim]{note}[/dim]")
+        if classifier and fit_classifier:
+            console.print(f"classifier saved: {classifier}")
+        console.print(f"results: {run_dir}/behavior_summary.json")
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("behavior-alignment")(behavior_command)

@@ -1,0 +1,70 @@
+"""``personagraph longlamp``: profile retrieval + personalized long-form generation, scored; resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli.score import EMBEDDING_OPTION, WORST_OPTION, render_report
+from personagraph.errors import PersonagraphError
+from personagraph.metrics.longlamp import (
+    RETRIEVERS,
+    LongLaMPConfig,
+    LongLaMPGeneration,
+    load_longlamp,
+    run_longlamp,
+)
+
+
+def longlamp_command(
+    data: Path = typer.Option(..., "--data", help='JSONL of {"input", "output", "profile": [{...}]} records.'),
+    model: str = typer.Option(..., "--model", "-m", help="Model that writes: local:<name>, openai:<model>, test:<name>."),
+    retriever: str = typer.Option("bm25", "--retriever", help=f"Profile retriever: {'|'.join(RETRIEVERS)}."),
+    k: int = typer.Option(1, "--k", "-k", min=1, help="Profile items put in the prompt."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N records."),
+    run_dir: Path = typer.Option(Path("runs/longlamp"), "--run-dir", help="Where results go; reuse it to resume."),
+    seed: int = typer.Option(0, help="Seed of the random retriever."),
+    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Generation limit per text."),
+    embedding_model: str | None = EMBEDDING_OPTION,
+    failures_as_worst: bool = WORST_OPTION,
+    concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Retrieve from each user's profile, generate personalized long-form text, score ROUGE-1/L and METEOR."""
+
+    async def body() -> None:
+        if retriever not in RETRIEVERS:
+            raise PersonagraphError(f"--retriever {retriever!r}: choose from {', '.join(RETRIEVERS)}")
+        records = load_longlamp(data, limit)
+        config = LongLaMPConfig(data=data, model=model, retriever=retriever, k=k, limit=limit, seed=seed,  # type: ignore[arg-type]
+                                max_tokens=max_tokens, embedding_model=embedding_model,
+                                failures_as_worst=failures_as_worst)
+        settings = model_settings(base_url, api_key, concurrency=concurrency)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=state.quiet, transient=True) as progress:
+            bar = progress.add_task(f"{model} · {retriever} k={k}", total=len(records))
+
+            def on_item(_: LongLaMPGeneration | None) -> None:
+                progress.advance(bar)
+
+            summary = await run_longlamp(config, run_dir, settings=settings, on_item=on_item)
+        console.print(render_report(summary.scores, title=f"LongLaMP · {model} · {retriever} k={k} · "
+                                                          f"{summary.generated}/{summary.items} items"))
+        cost = summary.cost
+        mean_time = "—" if cost.mean_response_time_s is None else f"{cost.mean_response_time_s:.2f}s"
+        console.print(f"empty generations {cost.failures}/{cost.n} · response time {mean_time} per item · "
+                      f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits}")
+        if summary.unfinished:
+            console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
+                          "run the same command again to retry them[/yellow]")
+        console.print(f"results: {run_dir}/longlamp_summary.json")
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("longlamp")(longlamp_command)

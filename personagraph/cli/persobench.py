@@ -1,0 +1,84 @@
+"""``personagraph persobench``: personalized response generation on a PersoBench CSV, scored; resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli.score import (
+    BERTSCORE_LAYERS_OPTION,
+    BERTSCORE_MODEL_OPTION,
+    EMBEDDING_OPTION,
+    METRICS_HELP,
+    NLI_OPTION,
+    WORST_OPTION,
+    choose_metrics,
+    print_models,
+    render_report,
+)
+from personagraph.metrics.persobench import Generation, PersoBenchConfig, load_persobench, run_persobench
+from personagraph.metrics.scoring import ScoreConfig
+
+
+def persobench_command(
+    data: Path = typer.Option(..., "--data", help="PersoBench CSV with columns personas, context, act_response."),
+    model: str = typer.Option(..., "--model", "-m", help="Model under test: local:<name>, openai:<model>, test:<name>."),
+    cot: bool = typer.Option(False, "--cot", help="Chain-of-thought prompting (JSON reasoning, then response)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N rows."),
+    run_dir: Path = typer.Option(Path("runs/persobench"), "--run-dir", help="Where results go; reuse it to resume."),
+    metrics: str | None = typer.Option(None, "--metrics", help=METRICS_HELP),
+    nli_model: str | None = NLI_OPTION,
+    bertscore_model: str | None = BERTSCORE_MODEL_OPTION,
+    bertscore_layers: int | None = BERTSCORE_LAYERS_OPTION,
+    embedding_model: str | None = EMBEDDING_OPTION,
+    failures_as_worst: bool = WORST_OPTION,
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Generation limit per reply."),
+    concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
+    base_url: str | None = BASE_URL_OPTION,
+    api_key: str | None = API_KEY_OPTION,
+) -> None:
+    """Generate personalized responses (vanilla or CoT) and score them: fluency, diversity, personalization."""
+
+    async def body() -> None:
+        items = load_persobench(data, limit)
+        chosen = choose_metrics(metrics, True, True, nli_model)
+        config = PersoBenchConfig(
+            data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens,
+            score=ScoreConfig(metrics=chosen, nli_model=nli_model, bertscore_model=bertscore_model,
+                              bertscore_layers=bertscore_layers, embedding_model=embedding_model,
+                              failures_as_worst=failures_as_worst),
+        )
+        if not metrics and "c_score" not in chosen:
+            console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")
+        settings = model_settings(base_url, api_key, concurrency=concurrency)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=state.quiet, transient=True) as progress:
+            bar = progress.add_task(f"{model} ({config.mode})", total=len(items))
+
+            def on_item(_: Generation | None) -> None:
+                progress.advance(bar)
+
+            summary = await run_persobench(config, run_dir, settings=settings, on_item=on_item)
+        console.print(render_report(summary.scores, title=f"PersoBench · {model} · {config.mode} · "
+                                                          f"{summary.generated}/{summary.items} items"))
+        print_models(summary.scores)
+        cost = summary.cost
+        mean_time = "—" if cost.mean_response_time_s is None else f"{cost.mean_response_time_s:.2f}s"
+        console.print(
+            f"failure ratio {cost.failure_ratio if cost.failure_ratio is None else f'{cost.failure_ratio:.3f}'} "
+            f"({cost.failures}/{cost.n}) · response time {mean_time} per item · LLM calls this run: "
+            f"{summary.llm_calls} · cache hits: {summary.cache_hits}"
+        )
+        if summary.unfinished:
+            console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
+                          "run the same command again to retry them[/yellow]")
+        console.print(f"results: {run_dir}/persobench_summary.json")
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("persobench")(persobench_command)
