@@ -597,8 +597,11 @@ async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncItera
         saver = await manager.__aenter__()
         await saver.setup()
     except Exception as exc:  # noqa: BLE001 - connection problems are the user's environment
+        reason = str(exc).replace(url, redact_url(url))
+        if password := urlsplit(url).password:
+            reason = reason.replace(password, "***")
         raise PersonagraphError(f"--checkpoint-url {redact_url(url)}: cannot connect "
-                                f"({type(exc).__name__}: {str(exc).replace(url, redact_url(url))[:200]})") from None
+                                f"({type(exc).__name__}: {reason[:200]})") from None
     try:
         yield saver
     finally:
@@ -617,24 +620,24 @@ async def run_session(graph: Any, spec: SessionSpec, context: Any, *, judges: li
     """Runs (or resumes) one session on a compiled session graph; returns its ``session`` record."""
     thread = {"configurable": {"thread_id": spec.id}, "recursion_limit": 4 * spec.max_turns + 20}
     snapshot = await graph.aget_state(thread)
-    if snapshot.values and not snapshot.next:
-        record = snapshot.values.get("result")
+    if snapshot.values and not snapshot.next and snapshot.values.get("result"):
+        record = snapshot.values["result"]
         if context.store is not None and record and context.store.get("session", spec.id) is None:
             context.store.put("session", spec.id, record, unit=spec.id)  # e.g. a shared Postgres checkpointer
             if context.transcripts is not None:
                 write_transcript(context.transcripts, record)
-        if record:
-            context.on_event("session_done", record)
+        context.on_event("session_done", record)
         return record
     if snapshot.next:
-        final = await graph.ainvoke(None, thread, context=context)
-    else:
+        final = await graph.ainvoke(None, thread, context=context, durability="sync")
+    else:  # a new session (or a checkpoint that never got past its first step: start it again)
         state = {
             "session_id": spec.id, "persona": spec.persona, "user_persona": spec.user_persona,
             "scenario": spec.scenario, "adversarial": spec.adversarial, "max_turns": spec.max_turns,
             "agent": context.agent.name, "user": context.user.name, "judges": judges, "turns": [],
+            "stop_reason": None, "result": None,
         }
-        final = await graph.ainvoke(state, thread, context=context)
+        final = await graph.ainvoke(state, thread, context=context, durability="sync")
     return final.get("result")
 
 
@@ -703,6 +706,7 @@ async def simulate(
     started = time.perf_counter()
     try:
         _record_meta(store, config, checkpoint_url, "simulate")
+        store.set_meta("sides", {"agent": agent_name, "user": user.name if user is not None else config.user_name})
 
         def client(spec: str, role: str, **overrides: Any) -> ModelClient:
             return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)

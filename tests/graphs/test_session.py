@@ -367,3 +367,97 @@ async def test_embedded_session_of_one_exchange(run_dir):
     assert record["turns"][0]["role"] == "user" and record["turns"][0]["status"] == "ok"
     assert summary["overall"]["finished"] == 1
     assert summary["judges"] == ["local:qwen2.5-coder-1.5b"]
+
+
+def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
+    """The real thing: the process running the session is killed -9 while the agent writes turn 3."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    marker = tmp_path / "turn3-started"
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent(f'''
+        import asyncio, pathlib, time
+        from personagraph.models.testing import register_script
+        from personagraph.sessions import SimulateConfig, simulate
+
+        register_script("s-user-k", lambda m, s: "Question?")
+
+        class Hangs:
+            name = "test:s-agent"
+
+            async def respond(self, persona, messages):
+                from personagraph.models import Completion
+                if sum(m["role"] == "user" for m in messages) == 3:
+                    pathlib.Path({str(marker)!r}).write_text("x")
+                    time.sleep(600)
+                return Completion("ok", "Howdy, partner.")
+
+        cfg = SimulateConfig(persona={PERSONA!r}, model="test:s-agent", user_model="test:s-user-k",
+                             judges=["test:s-judge"], turns=4)
+        asyncio.run(simulate(cfg, {str(run_dir)!r}, agent=Hangs()))
+    '''))
+    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert victim.poll() is None, victim.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the session never reached turn 3"
+            time.sleep(0.2)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(30)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    interrupted = session(run_dir)
+    assert interrupted["status"] == "running" and len(interrupted["turns"]) == 5
+
+    register_script("s-user-k", lambda m, s: "Question?")
+    cfg = config(user_model="test:s-user-k", turns=4)
+    asyncio.run(simulate(cfg, run_dir))
+    record = session(run_dir)
+    assert record["status"] == "finished" and len(record["turns"]) == 8
+    assert record["turns"][:4] == interrupted["turns"][:4]
+    assert [e["index"] for e in record["turns"]] == [1, 1, 2, 2, 3, 3, 4, 4]
+    store = RunStore(run_dir, readonly=True)
+    calls = {row["role"]: row["calls"] for row in store.call_stats()}
+    store.close()
+    assert calls["user_sim"] == 4  # three before the kill, one after: the user was not asked again
+    assert calls["persona"] == 2  # the resumed run asked the agent for turns 3 and 4 only
+
+
+async def test_graph_runs_without_a_context_for_langgraph_dev():
+    from personagraph.graphs.session import graph
+
+    out = await graph.ainvoke({"session_id": "studio", "persona": PERSONA, "max_turns": 2, "agent": "test:s-agent",
+                               "user": "test:s-user", "judges": ["test:s-judge", "test:s-agent"]})
+    assert out["stop_reason"] == "max_turns" and len(out["turns"]) == 4
+    assert set(out["turns"][1]["scores"]) == {"test:s-judge"}  # the agent's own model never judges
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("PERSONAGRAPH_TEST_POSTGRES_URL"),
+                    reason="set PERSONAGRAPH_TEST_POSTGRES_URL=postgresql://… to test the Postgres checkpointer")
+async def test_postgres_checkpointer_resumes_and_restores(run_dir, tmp_path):
+    import os
+    import uuid
+
+    url = os.environ["PERSONAGRAPH_TEST_POSTGRES_URL"]
+    cfg = config(turns=3, seed=uuid.uuid4().int % 10**9)  # fresh thread ids in a shared database
+    with pytest.raises(Killed):
+        await simulate(cfg, run_dir, agent=KillAtTurn(2), checkpoint_url=url)
+    assert not (run_dir / "checkpoints.sqlite").exists()
+    summary = await simulate(cfg, run_dir, checkpoint_url=url)
+    record = session(run_dir)
+    assert record["status"] == "finished" and [e["index"] for e in record["turns"]] == [1, 1, 2, 2, 3, 3]
+    store = RunStore(run_dir, readonly=True)
+    assert "***" in store.get_meta("checkpointer") or "@" not in url
+    store.close()
+    # another run directory on the same database: the finished session's record comes from the checkpoint
+    elsewhere = tmp_path / "elsewhere"
+    again = await simulate(cfg, elsewhere, checkpoint_url=url)
+    assert again["sessions"] == summary["sessions"] and again["llm_calls"] == 0
