@@ -1,0 +1,600 @@
+"""Judge meta-evaluation: how well LLM judges agree with human ratings of the same responses.
+
+Input is an items file, one record per human-rated response (JSONL, or CSV with the same columns)::
+
+    {"id": "r1", "persona": "...", "context": "...", "question": "...", "response": "...",
+     "criterion": "expected_action", "human": 4, "scale": [1, 5]}
+
+``persona``, ``context``, ``question`` and ``scale`` are optional (``scale`` defaults to the rubric's
+scale); ``human`` is a number or a list of numbers (one per rater; ``null`` entries are dropped). In CSV,
+a list of ratings is written ``4;5;3`` or as a JSON list (``"[4, 5, 3]"``, quoted because of the
+commas) and a scale as ``1;5`` or ``[1, 5]``; an empty cell means "not given". ``criterion`` names a
+rubric personagraph knows: a PersonaGym task (by name or key), any packaged
+``personagraph/judges/rubrics/<key>.yaml``, or a user rubric file (by file stem or its ``task`` name).
+
+Every judge scores every record through :func:`personagraph.judges.judge.score_response` with a
+:class:`~personagraph.store.RunStore` in the run directory, so a re-run sends no call twice; each
+verdict is a ``meta_verdict`` record. Agreement is then computed from the store, per criterion and
+overall, for each judge and for the ensemble mean of the judges (see :func:`build_meta_summary`).
+
+Scales: a judge's score on the rubric's scale is mapped linearly onto the record's human scale (no
+rounding: Spearman/Kendall are unaffected, MAE is on the human scale, and the quadratic-weighted κ of
+:func:`~personagraph.judges.stats.agreement_report` rounds to the nearest category, ties to even).
+Several ratings per record are averaged for agreement, and their Krippendorff's α (ordinal) is the
+humans' own agreement — the ceiling a judge can be expected to reach. Within one criterion every
+record must use the same human scale; "overall" pools criteria, mapping scores linearly onto the most
+common human scale when criteria differ (α is then not computed across scales).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from personagraph import __version__
+from personagraph.environments import task_by_name
+from personagraph.errors import PersonagraphError
+from personagraph.judges.judge import score_response
+from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
+from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
+from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
+from personagraph.prompts import load_prompt
+from personagraph.resources import list_dir
+from personagraph.schemas import short_id
+from personagraph.store import RunStore
+
+RECORD_KIND = "meta_verdict"
+ITEM_KIND = "meta_item"
+STORE_KIND = "meta-eval"
+SUMMARY_FILE = "meta_eval.json"
+OVERALL = "overall"
+ENSEMBLE = "ensemble"
+REQUIRED = ("id", "response", "criterion", "human")
+OPTIONAL = ("persona", "context", "question", "scale")
+JUDGE_TEMPERATURE = 0.0
+JUDGE_MAX_TOKENS = 256
+
+
+# --- criteria ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Criterion:
+    """A rubric records can be judged against. ``key`` is the canonical name used in results."""
+
+    key: str
+    rubric: Rubric
+    source: str  # "task", "rubric" or the user's rubric file path
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the text the judge reads for this rubric changes."""
+        return hashlib.sha256(self.rubric.model_dump_json().encode()).hexdigest()[:12]
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.replace("_", " ").replace("-", " ").split()).lower()
+
+
+class CriterionCatalogue:
+    """Every criterion name personagraph knows: user rubric files, the five tasks, packaged rubrics.
+
+    The packaged rubric folder is listed at run time, so rubrics added there are known without code
+    changes. A user file is known by its stem and by its rubric's ``task`` name and wins over a
+    packaged rubric of the same name.
+    """
+
+    def __init__(self, rubric_files: Iterable[str | Path] = ()) -> None:
+        self._user: dict[str, Criterion] = {}
+        for raw in rubric_files:
+            path = Path(raw)
+            rubric = load_rubric_file(path)
+            criterion = Criterion(key=path.stem, rubric=rubric, source=str(path))
+            for name in (path.stem, rubric.task):
+                self._user.setdefault(_norm(name), criterion)
+        self._packaged = [name[: -len(".yaml")] for name in list_dir("judges/rubrics") if name.endswith(".yaml")]
+        self._cache: dict[str, Criterion | None] = {}
+
+    def resolve(self, name: str) -> Criterion | None:
+        """The criterion called ``name`` (case, spaces, ``_`` and ``-`` do not matter), or None."""
+        wanted = _norm(name)
+        if not wanted:
+            return None
+        if wanted in self._cache:
+            return self._cache[wanted]
+        found: Criterion | None = self._user.get(wanted)
+        if found is None and (task := task_by_name(name)) is not None:
+            found = Criterion(key=task.key, rubric=load_rubric(task.rubric), source="task")
+        if found is None:
+            key = next((k for k in self._packaged if _norm(k) == wanted), None)
+            if key is not None:
+                found = Criterion(key=key, rubric=load_rubric(key), source="rubric")
+        self._cache[wanted] = found
+        return found
+
+    def names(self) -> list[str]:
+        """The canonical names, for error messages."""
+        return sorted({*self._packaged, *(c.key for c in self._user.values())})
+
+    def unknown(self, name: str) -> str:
+        return (f"unknown criterion {name!r} (known: {', '.join(self.names())}, the task names, "
+                "or a rubric file given with --rubric)")
+
+
+# --- items ---------------------------------------------------------------------------------------
+class MetaItem(BaseModel):
+    """One human-rated response. ``human`` holds every rating; agreement uses their mean."""
+
+    id: str
+    criterion: str  # canonical criterion key
+    response: str
+    human: list[float] = Field(min_length=1)
+    scale: tuple[int, int]
+    persona: str = ""
+    context: str = ""
+    question: str = ""
+    row: int = 0
+
+    @property
+    def human_mean(self) -> float:
+        return float(np.mean(self.human))
+
+    @property
+    def key(self) -> str:
+        """Identifies the judged content: the same record edited is judged again."""
+        return short_id(self.id, self.criterion, self.persona, self.context, self.question, self.response)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{value!r} is not a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
+def _parse_cell_list(text: str) -> Any:
+    """A CSV cell (or a string in JSON) holding a number, ``a;b;c`` or a JSON list."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"{text!r} is not a JSON list") from None
+    parts = [p.strip() for p in text.split(";")] if ";" in text else [text]
+    values: list[Any] = []
+    for part in parts:
+        try:
+            values.append(float(part))
+        except ValueError:
+            raise ValueError(f"{part!r} is not a number") from None
+    return values if ";" in text else values[0]
+
+
+def _parse_human(value: Any) -> list[float]:
+    if isinstance(value, str):
+        value = _parse_cell_list(value)
+    values = value if isinstance(value, list) else [value]
+    ratings = [_number(v) for v in values if v is not None]
+    if not ratings:
+        raise ValueError("no rating given")
+    return ratings
+
+
+def _parse_scale(value: Any) -> tuple[int, int]:
+    if isinstance(value, str):
+        value = _parse_cell_list(value)
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{value!r} is not [min, max]")
+    bounds = [_number(v) for v in value]
+    if any(b != int(b) for b in bounds):
+        raise ValueError(f"{value!r}: bounds must be integers")
+    low, high = int(bounds[0]), int(bounds[1])
+    if low >= high:
+        raise ValueError(f"{value!r}: min must be below max")
+    return low, high
+
+
+def _text(value: Any, column: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and column == "id":
+        return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{column}: expected text, got {type(value).__name__}")
+    return value
+
+
+def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(row number, raw record) pairs; row numbers are file lines (the CSV header is row 1)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PersonagraphError(f"{path}: cannot read items file ({exc.__class__.__name__})") from None
+    is_csv = path.suffix.lower() == ".csv" or (
+        path.suffix.lower() not in {".jsonl", ".json", ".ndjson"} and not text.lstrip().startswith("{")
+    )
+    rows: list[tuple[int, dict[str, Any]]] = []
+    if is_csv:
+        reader = csv.DictReader(text.splitlines(keepends=True))
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if not header:
+            raise PersonagraphError(f"{path}: row 1: no header row")
+        reader.fieldnames = header
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise PersonagraphError(f"{path}: row 1 (header): missing column {missing[0]!r}")
+        for record in reader:
+            if record.get(None):
+                raise PersonagraphError(f"{path}: row {reader.line_num}: more cells than header columns")
+            if not any((v or "").strip() for v in record.values()):
+                continue
+            cleaned = {k: (None if v is None or v.strip() == "" and k != "response" else v)
+                       for k, v in record.items()}
+            rows.append((reader.line_num, cleaned))
+        return rows
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PersonagraphError(f"{path}: row {number}: invalid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise PersonagraphError(f"{path}: row {number}: expected a JSON object")
+        rows.append((number, record))
+    return rows
+
+
+def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem]:
+    """Reads and validates an items file (JSONL or CSV; see the module docstring for the columns).
+
+    Raises:
+        PersonagraphError: naming the file and row, for a missing column, a bad value or scale, a
+            human rating outside the scale, an unknown criterion, a duplicate (id, criterion), or a
+            criterion whose records use different human scales.
+    """
+    path = Path(path)
+    items: list[MetaItem] = []
+    seen: set[tuple[str, str]] = set()
+    scales: dict[str, tuple[int, int]] = {}
+    for row, record in _read_rows(path):
+        where = f"{path}: row {row}"
+        for column in REQUIRED:
+            if column not in record:
+                raise PersonagraphError(f"{where}: missing column {column!r}")
+            if record[column] is None:
+                raise PersonagraphError(f"{where}: {column}: empty")
+        try:
+            fields = {c: _text(record.get(c), c) for c in ("id", "response", "criterion", *OPTIONAL[:3])}
+        except ValueError as exc:
+            raise PersonagraphError(f"{where}: {exc}") from None
+        if not fields["id"].strip():
+            raise PersonagraphError(f"{where}: id: empty")
+        where = f"{where} (id {fields['id']})"
+        criterion = catalogue.resolve(fields["criterion"])
+        if criterion is None:
+            raise PersonagraphError(f"{where}: {catalogue.unknown(fields['criterion'])}")
+        try:
+            human = _parse_human(record["human"])
+        except ValueError as exc:
+            raise PersonagraphError(f"{where}: human: {exc}") from None
+        try:
+            scale = criterion.rubric.scale if record.get("scale") is None else _parse_scale(record["scale"])
+        except ValueError as exc:
+            raise PersonagraphError(f"{where}: scale: {exc}") from None
+        outside = [h for h in human if not scale[0] <= h <= scale[1]]
+        if outside:
+            raise PersonagraphError(f"{where}: human rating {outside[0]:g} is outside the scale "
+                                    f"[{scale[0]}, {scale[1]}]")
+        if scales.setdefault(criterion.key, scale) != scale:
+            raise PersonagraphError(f"{where}: scale [{scale[0]}, {scale[1]}] differs from the scale "
+                                    f"{list(scales[criterion.key])} of earlier {criterion.key} records")
+        if (fields["id"], criterion.key) in seen:
+            raise PersonagraphError(f"{where}: duplicate id for criterion {criterion.key}")
+        seen.add((fields["id"], criterion.key))
+        items.append(MetaItem(id=fields["id"], criterion=criterion.key, response=fields["response"],
+                              human=human, scale=scale, persona=fields["persona"],
+                              context=fields["context"], question=fields["question"], row=row))
+    if not items:
+        raise PersonagraphError(f"{path}: no records")
+    return items
+
+
+# --- judging -------------------------------------------------------------------------------------
+class MetaVerdict(BaseModel):
+    """One judge's verdict on one item (record kind ``meta_verdict``); ``score`` on the rubric scale."""
+
+    id: str
+    item_key: str
+    item_id: str
+    criterion: str
+    judge: str
+    rubric_scale: tuple[int, int]
+    status: str
+    score: int | None = None
+    rationale: str = ""
+    raw: str = ""
+    error: str | None = None
+
+
+def verdict_id(item: MetaItem, criterion: Criterion, judge: str) -> str:
+    return short_id(item.key, judge, criterion.fingerprint, load_prompt("judge").version)
+
+
+def question_text(item: MetaItem) -> str:
+    """What the judge reads as the question: the context (e.g. the dialogue so far) comes first."""
+    if item.context.strip():
+        context = f"(context) {item.context.strip()}"
+        return f"{context}\n{item.question.strip()}" if item.question.strip() else context
+    return item.question
+
+
+async def judge_item(client: ModelClient, item: MetaItem, criterion: Criterion) -> MetaVerdict:
+    scored = await score_response(client, criterion.rubric, persona=item.persona, question=question_text(item),
+                                  response=item.response)
+    return MetaVerdict(
+        id=verdict_id(item, criterion, str(client.spec)), item_key=item.key, item_id=item.id,
+        criterion=criterion.key, judge=str(client.spec), rubric_scale=criterion.rubric.scale,
+        status=scored.status, score=scored.score, rationale=scored.rationale, raw=scored.raw, error=scored.error,
+    )
+
+
+class MetaEvalConfig(BaseModel):
+    """Everything that defines a meta-evaluation (recorded in the run directory, without secrets)."""
+
+    items: str
+    judges: list[str] = Field(min_length=1)
+    criteria: list[str] | None = None  # restrict to these criterion names
+    rubric_files: list[str] = Field(default_factory=list)
+    concurrency: int = Field(8, ge=1, le=1024)
+    seed: int = 0
+    n_resamples: int = Field(1000, ge=100, le=100_000)
+
+
+def _check_store(store: RunStore) -> None:
+    kind = store.get_meta("kind")
+    if kind is not None and kind != STORE_KIND:
+        raise PersonagraphError(f"--run-dir {store.run_dir}: holds a {kind} run; use another directory")
+
+
+async def meta_evaluate(
+    config: MetaEvalConfig,
+    run_dir: str | Path,
+    *,
+    settings: ModelSettings | None = None,
+    on_item: Callable[[], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Judges every item with every judge (resumably) and returns the summary written to ``meta_eval.json``.
+
+    Args:
+        config: the items file, judges, criteria filter and rubric files.
+        run_dir: the run directory (created if needed; reused to resume: stored verdicts are not
+            asked again, and stored calls are never sent again).
+        settings: endpoint settings shared by the judges (base URL, API key).
+        on_item: called each time a verdict is ready (progress display).
+        on_total: called once with the number of verdicts to produce.
+    """
+    for spec in config.judges:
+        parse_spec(spec)
+    catalogue = CriterionCatalogue(config.rubric_files)
+    items = load_items(config.items, catalogue)
+    wanted: list[Criterion] = []
+    if config.criteria:
+        for name in config.criteria:
+            criterion = catalogue.resolve(name)
+            if criterion is None:
+                raise PersonagraphError(f"--criteria: {catalogue.unknown(name)}")
+            if criterion.key not in {c.key for c in wanted}:
+                wanted.append(criterion)
+        keys = {c.key for c in wanted}
+        missing = [c.key for c in wanted if not any(i.criterion == c.key for i in items)]
+        if missing:
+            raise PersonagraphError(f"--criteria: {config.items} has no records for {missing[0]}")
+        items = [i for i in items if i.criterion in keys]
+    criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
+    judges = list(dict.fromkeys(config.judges))
+    settings = (settings or ModelSettings()).model_copy(update={"concurrency": config.concurrency,
+                                                                "seed": config.seed})
+    store = RunStore(run_dir)
+    meter = Meter()
+    started = time.perf_counter()
+    try:
+        _check_store(store)
+        store.set_meta("kind", STORE_KIND)
+        store.set_meta("config", config.model_dump(mode="json"))
+        store.set_meta("versions", {"personagraph": __version__})
+        store.set_meta("prompts", {"judge": load_prompt("judge").version}
+                       | {key: c.fingerprint for key, c in sorted(criteria.items())})
+        for item in items:
+            store.put(ITEM_KIND, item.key, item, unit=item.criterion)
+        clients = {spec: ModelClient.create(spec, "judge", store=store, meter=meter, settings=settings,
+                                            temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS)
+                   for spec in judges}
+        todo = []
+        for item in items:
+            for spec in judges:
+                stored = store.get(RECORD_KIND, verdict_id(item, criteria[item.criterion], spec))
+                # A transport failure (no reply at all) is asked again; any reply stands.
+                if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
+                    todo.append((item, spec))
+        if on_total:
+            on_total(len(todo))
+        gate = asyncio.Semaphore(config.concurrency)
+
+        async def one(item: MetaItem, spec: str) -> None:
+            async with gate:
+                verdict = await judge_item(clients[spec], item, criteria[item.criterion])
+            store.put(RECORD_KIND, verdict.id, verdict, unit=item.criterion)
+            if on_item:
+                on_item()
+
+        await asyncio.gather(*(one(item, spec) for item, spec in todo))
+        verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
+        wanted_ids = {verdict_id(i, criteria[i.criterion], spec) for i in items for spec in judges}
+        summary = build_meta_summary(items, [v for v in verdicts if v.id in wanted_ids], judges,
+                                     seed=config.seed, n_resamples=config.n_resamples)
+        summary["criteria"] = {key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
+                               | summary["criteria"].get(key, {}) for key, c in criteria.items()}
+        summary.update(
+            items=str(config.items),
+            llm_calls=meter.total_calls,
+            cache_hits=meter.total_cache_hits,
+            wall_time_s=round(time.perf_counter() - started, 3),
+            run_dir=str(run_dir),
+        )
+        write_summary(run_dir, summary)
+        return summary
+    finally:
+        store.close()
+
+
+def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> Path:
+    path = Path(run_dir) / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+# --- statistics ----------------------------------------------------------------------------------
+def map_scale(score: float, source: tuple[int, int], target: tuple[int, int]) -> float:
+    """Maps a score linearly from one scale onto another (``source`` ends land on ``target`` ends)."""
+    if tuple(source) == tuple(target):
+        return float(score)
+    (a, b), (c, d) = source, target
+    return c + (float(score) - a) * (d - c) / (b - a)
+
+
+def _estimate_dict(estimate: BaseModel) -> dict[str, Any]:
+    return estimate.model_dump(mode="json")
+
+
+def _group_stats(
+    items: list[MetaItem],
+    scores: dict[str, dict[str, float]],  # judge → item key → score on the target scale
+    failed: dict[str, int],
+    scale: tuple[int, int],
+    humans: dict[str, float],  # item key → mean human rating on the target scale
+    *,
+    alpha: float | None,
+    n_multi: int,
+    seed: int,
+    n_resamples: int,
+) -> dict[str, Any]:
+    options = {"seed": seed, "n_resamples": n_resamples}
+    texts = {i.key: i.response for i in items}
+    result: dict[str, Any] = {
+        "n_records": len(items),
+        "scale": list(scale),
+        "human": {
+            "mean": float(np.mean(list(humans.values()))) if humans else None,
+            "krippendorff_alpha": alpha,
+            "n_multi_rated": n_multi,
+            "length_correlation": _estimate_dict(length_correlation(
+                [humans[i.key] for i in items], [i.response for i in items], **options)),
+        },
+        "judges": {},
+    }
+    for judge, by_item in scores.items():
+        keys = [i.key for i in items if i.key in by_item]
+        judged = [by_item[k] for k in keys]
+        human = [humans[k] for k in keys]
+        report = agreement_report(judged, human, scale, **options)
+        result["judges"][judge] = {
+            "n": len(keys),
+            "failed": failed.get(judge, 0),
+            "mean": float(np.mean(judged)) if judged else None,
+            "bias": float(np.mean(np.subtract(judged, human))) if judged else None,
+            **report.model_dump(mode="json", exclude={"n", "scale"}),
+            "length_correlation": _estimate_dict(length_correlation(judged, [texts[k] for k in keys], **options)),
+        }
+    return result
+
+
+def _alpha(items: Sequence[MetaItem]) -> tuple[float | None, int]:
+    """Krippendorff's α (ordinal) of the raw human ratings, raters by position; and how many items
+    have two or more ratings (α does not depend on which rater gave which value)."""
+    n_multi = sum(len(i.human) >= 2 for i in items)
+    if n_multi == 0:
+        return None, 0
+    width = max(len(i.human) for i in items)
+    matrix = [[i.human[r] if r < len(i.human) else None for i in items] for r in range(width)]
+    return krippendorff_alpha(matrix, "ordinal"), n_multi
+
+
+def build_meta_summary(
+    items: list[MetaItem],
+    verdicts: list[MetaVerdict],
+    judges: list[str],
+    *,
+    seed: int = 0,
+    n_resamples: int = 1000,
+) -> dict[str, Any]:
+    """Agreement of each judge (and of their ensemble mean) with the humans, per criterion and overall.
+
+    A failed verdict is counted and left out (never a score); the ensemble score of an item is the
+    mean of its judges' parsed scores on the human scale. Every statistic comes from
+    :mod:`personagraph.judges.stats` (scipy, scikit-learn and krippendorff underneath).
+    """
+    by_item: dict[tuple[str, str], MetaVerdict] = {(v.item_key, v.judge): v for v in verdicts}
+    groups: dict[str, list[MetaItem]] = defaultdict(list)
+    for item in items:
+        groups[item.criterion].append(item)
+    common = Counter(i.scale for i in items).most_common(1)[0][0]
+    mixed = len({i.scale for i in items}) > 1
+    sections: dict[str, Any] = {}
+    plan = [(key, group, group[0].scale) for key, group in groups.items()]
+    plan.append((OVERALL, items, common))
+    for name, group, target in plan:
+        if name == OVERALL and len(groups) == 1:
+            sections[OVERALL] = sections[group[0].criterion]  # one criterion: overall is that criterion
+            continue
+        scores: dict[str, dict[str, float]] = {}
+        failed: dict[str, int] = {}
+        for judge in judges:
+            scores[judge] = {}
+            failed[judge] = 0
+            for item in group:
+                verdict = by_item.get((item.key, judge))
+                if verdict is None:
+                    continue
+                if verdict.status != "ok" or verdict.score is None:
+                    failed[judge] += 1
+                    continue
+                on_human = map_scale(verdict.score, verdict.rubric_scale, item.scale)
+                scores[judge][item.key] = map_scale(on_human, item.scale, target)
+        if len(judges) > 1:
+            ensemble: dict[str, float] = {}
+            for item in group:
+                found = [scores[j][item.key] for j in judges if item.key in scores[j]]
+                if found:
+                    ensemble[item.key] = float(np.mean(found))
+            scores[ENSEMBLE] = ensemble
+            failed[ENSEMBLE] = sum(1 for i in group if i.key not in ensemble)
+        humans = {i.key: min(max(map_scale(i.human_mean, i.scale, target), target[0]), target[1]) for i in group}
+        alpha, n_multi = (None, sum(len(i.human) >= 2 for i in group)) if name == OVERALL and mixed \
+            else _alpha(group)
+        sections[name] = _group_stats(group, scores, failed, target, humans, alpha=alpha, n_multi=n_multi,
+                                      seed=seed, n_resamples=n_resamples)
+        if name == OVERALL and mixed:
+            sections[name]["note"] = (f"criteria use different human scales; scores mapped linearly onto "
+                                      f"{list(target)}; α not pooled across scales")
+    return {
+        "judges": judges,
+        "n_records": len(items),
+        "criteria": {key: {"n_records": len(group), "scale": list(group[0].scale)} for key, group in groups.items()},
+        "results": sections,
+        "failed_verdicts": sum(1 for v in verdicts if v.status != "ok"),
+    }
