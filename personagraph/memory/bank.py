@@ -182,12 +182,12 @@ class MemoryBank:
             raise PersonagraphError(f"{len(memories)} memories but {embeddings.shape[0]} embeddings")
         for start in range(0, len(memories), self._batch):
             chunk = memories[start : start + self._batch]
-            kwargs = dict(
-                ids=[_chroma_id(m.user_id, m.id) for m in chunk],
-                embeddings=embeddings[start : start + len(chunk)],
-                documents=[m.document(self.document_format) for m in chunk],
-                metadatas=[_metadata(m) for m in chunk],
-            )
+            kwargs = {
+                "ids": [_chroma_id(m.user_id, m.id) for m in chunk],
+                "embeddings": embeddings[start : start + len(chunk)],
+                "documents": [m.document(self.document_format) for m in chunk],
+                "metadatas": [_metadata(m) for m in chunk],
+            }
             if mode == "upsert":
                 self.collection.upsert(**kwargs)
             else:
@@ -204,7 +204,7 @@ class MemoryBank:
             raise PersonagraphError("duplicate memory ids in one batch")
         existing = self._existing(keys)
         if existing:
-            user_id, memory_id = sorted(existing)[0].split(_SEP, 1)
+            user_id, memory_id = min(existing).split(_SEP, 1)
             raise PersonagraphError(f"memory {memory_id} of user {user_id} already exists (use update)")
         self._write(list(memories), embeddings, mode="add")
 

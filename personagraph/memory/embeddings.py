@@ -24,6 +24,8 @@ MODEL_PATH_ENV = "PERSONAGRAPH_EMBEDDING_MODEL"
 
 _lock = threading.Lock()
 _encoders: dict[str, Any] = {}
+_cache: dict[tuple[str, str], np.ndarray] = {}
+CACHE_SIZE = 20000  # texts kept per process: a dialogue's earlier turns are embedded once, not every turn
 
 
 def default_model_path() -> str:
@@ -56,22 +58,37 @@ def load_encoder(model_path: str | None = None) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         encoder = SentenceTransformer(path, device="cpu", local_files_only=True)
         _encoders[path] = encoder
         return encoder
 
 
 def encode(texts: list[str], *, model_path: str | None = None, batch_size: int = 32) -> np.ndarray:
-    """Embeds ``texts`` into an ``(n, dim)`` float32 array of unit vectors."""
+    """Embeds ``texts`` into an ``(n, dim)`` float32 array of unit vectors (recent texts are cached)."""
     if not texts:
         return np.zeros((0, embedding_dim(model_path)), dtype=np.float32)
-    encoder = load_encoder(model_path)
-    vectors = encoder.encode(
-        list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
-        convert_to_numpy=True,
-    )
-    return np.asarray(vectors, dtype=np.float32)
+    path = str(model_path or default_model_path())
+    unique = list(dict.fromkeys(texts))
+    with _lock:
+        found = {t: _cache[(path, t)] for t in unique if (path, t) in _cache}
+    missing = [t for t in unique if t not in found]
+    if missing:
+        encoder = load_encoder(path)
+        vectors = encoder.encode(
+            missing, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32)))
+        found.update(fresh)
+        with _lock:
+            if len(_cache) + len(fresh) > CACHE_SIZE:
+                _cache.clear()
+            if len(fresh) <= CACHE_SIZE:
+                _cache.update({(path, t): v for t, v in fresh.items()})
+    return np.stack([found[t] for t in texts])
 
 
 def embedding_dim(model_path: str | None = None) -> int:
