@@ -3,27 +3,36 @@
 Input is an items file, one record per human-rated response (JSONL, or CSV with the same columns)::
 
     {"id": "r1", "persona": "...", "context": "...", "question": "...", "response": "...",
-     "criterion": "expected_action", "human": 4, "scale": [1, 5]}
+     "criterion": "expected_action", "human": [4, 5, 3], "scale": [1, 5]}
 
-``persona``, ``context``, ``question`` and ``scale`` are optional (``scale`` defaults to the rubric's
-scale); ``human`` is a number or a list of numbers (one per rater; ``null`` entries are dropped). In CSV,
-a list of ratings is written ``4;5;3`` or as a JSON list (``"[4, 5, 3]"``, quoted because of the
-commas) and a scale as ``1;5`` or ``[1, 5]``; an empty cell means "not given". ``criterion`` names a
-rubric personagraph knows: a PersonaGym task (by name or key), any packaged
-``personagraph/judges/rubrics/<key>.yaml``, or a user rubric file (by file stem or its ``task`` name).
+* ``persona``, ``context``, ``question`` and ``scale`` are optional. In JSONL ``context`` may also be
+  a list of dialogue turns (strings or ``{"role"|"speaker", "content"|"text"}`` objects), shown to the
+  judge one per line, before the question.
+* ``human`` is a number or a list of numbers, one per rater (``null`` entries are dropped). In CSV a
+  list is ``4;5;3`` or a quoted JSON list ``"[4, 5, 3]"``.
+* ``scale`` is the human scale ``[min, max]`` (integers; ``1;5`` in CSV), by default the rubric's.
+  All records of one criterion share one scale. An empty CSV cell means "not given".
+* ``criterion`` names a rubric personagraph knows: a PersonaGym task (by name or key), any packaged
+  ``personagraph/judges/rubrics/<key>.yaml`` (the folder is listed at run time), or a user rubric file
+  passed with ``--rubric`` (by file stem or by its ``task`` name; it wins over a packaged name).
 
 Every judge scores every record through :func:`personagraph.judges.judge.score_response` with a
-:class:`~personagraph.store.RunStore` in the run directory, so a re-run sends no call twice; each
-verdict is a ``meta_verdict`` record. Agreement is then computed from the store, per criterion and
-overall, for each judge and for the ensemble mean of the judges (see :func:`build_meta_summary`).
+:class:`~personagraph.store.RunStore` in the run directory: each verdict is a ``meta_verdict`` record
+and a re-run asks nothing already answered (a transport failure with no reply is asked again).
 
-Scales: a judge's score on the rubric's scale is mapped linearly onto the record's human scale (no
-rounding: Spearman/Kendall are unaffected, MAE is on the human scale, and the quadratic-weighted κ of
-:func:`~personagraph.judges.stats.agreement_report` rounds to the nearest category, ties to even).
-Several ratings per record are averaged for agreement, and their Krippendorff's α (ordinal) is the
-humans' own agreement — the ceiling a judge can be expected to reach. Within one criterion every
-record must use the same human scale; "overall" pools criteria, mapping scores linearly onto the most
-common human scale when criteria differ (α is then not computed across scales).
+Scales: a judge's score on the rubric's scale is mapped linearly onto the record's human scale, not
+rounded: Spearman/Kendall are unaffected, MAE and bias are in human-scale units, and the
+quadratic-weighted κ of :func:`~personagraph.judges.stats.agreement_report` rounds to the nearest
+category (ties to even). Several ratings per record are averaged for agreement; their Krippendorff's α
+(ordinal) is the humans' own agreement, the ceiling to read a judge against. "overall" pools all
+criteria, mapping scores linearly onto the most common human scale when criteria differ (α is then not
+pooled).
+
+``meta_eval.json`` (:func:`build_meta_summary`): ``results[<criterion>|"overall"]`` has ``n_records``,
+``scale``, ``human`` (``mean``, ``krippendorff_alpha``, ``n_multi_rated``, ``length_correlation``) and
+``judges[<spec>|"ensemble"]`` with ``n``, ``failed``, ``mean``, ``bias`` (mean judge − human),
+``spearman``, ``kendall``, ``quadratic_kappa``, ``mae`` and ``length_correlation``, each
+``{"value", "ci_low", "ci_high"}`` (95% paired bootstrap over records; None where undefined).
 """
 
 from __future__ import annotations
@@ -206,9 +215,22 @@ def _parse_scale(value: Any) -> tuple[int, int]:
     return low, high
 
 
+def _turn(turn: Any) -> str:
+    if isinstance(turn, str):
+        return turn
+    if isinstance(turn, dict):
+        speaker = next((str(turn[k]) for k in ("role", "speaker", "name") if turn.get(k) is not None), "")
+        text = next((str(turn[k]) for k in ("content", "text", "utterance") if turn.get(k) is not None), None)
+        if text is not None:
+            return f"{speaker}: {text}" if speaker else text
+    return json.dumps(turn, ensure_ascii=False)
+
+
 def _text(value: Any, column: str) -> str:
     if value is None:
         return ""
+    if column == "context" and isinstance(value, list):  # a dialogue: one turn per line
+        return "\n".join(_turn(turn) for turn in value)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and column == "id":
         return str(value)
     if not isinstance(value, str):

@@ -499,3 +499,12 @@ def test_self_preference_errors(tmp_path: Path) -> None:
     empty.close()
     with pytest.raises(PersonagraphError, match="no judged answers"):
         self_preference(tmp_path / "empty")
+
+
+def test_context_as_dialogue_turns(tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps({"id": "1", "response": "r", "criterion": "expected_action", "human": 3,
+                                "context": ["hello", {"role": "user", "content": "I feel sad"},
+                                            {"speaker": "bot", "text": "why?"}, {"other": 1}]}) + "\n")
+    item = load_items(path, CriterionCatalogue())[0]
+    assert item.context == 'hello\nuser: I feel sad\nbot: why?\n{"other": 1}'
