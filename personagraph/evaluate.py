@@ -7,7 +7,6 @@ sends no finished call twice. ``summary.json`` is computed from the store only.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -18,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from personagraph import __version__
-from personagraph.agents import Agent, PersonaAgent
+from personagraph.agents import Agent
 from personagraph.errors import PersonagraphError
 from personagraph.judges.scoring import summarize_scores
-from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
+from personagraph.models import Meter, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
 from personagraph.schemas import Answer, Persona, Verdict
@@ -88,6 +87,8 @@ async def evaluate(
     settings: ModelSettings | None = None,
     agents: list[Agent] | None = None,
     on_item: Callable[[str], None] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Runs (or resumes) an evaluation and returns the summary also written to ``summary.json``.
 
@@ -97,64 +98,27 @@ async def evaluate(
         settings: endpoint settings shared by the roles (base URL, API key, concurrency).
         agents: agents under test; by default one PersonaAgent per ``config.models`` spec.
         on_item: called with a stage name each time an item finishes (progress display).
+        executor: ``local`` (this process's event loop) or ``ray`` (persona units as Ray tasks).
+        ray_address: the Ray cluster to join (default: a running one, or start one on this machine).
     """
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from personagraph.executors import EvalJob, get_executor
 
-    from personagraph.graphs.persona_eval import EvalContext, build_graph
-
+    runner = get_executor(executor, address=ray_address)
     settings = settings or ModelSettings()
     settings = settings.model_copy(update={"concurrency": config.concurrency, "seed": config.seed})
-    for spec in [*config.judges, config.generator or config.judges[0]]:
-        parse_spec(spec)
+    for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
+        if agents is None or spec not in config.models:
+            parse_spec(spec)
+    names = [a.name for a in agents] if agents is not None else [str(parse_spec(m)) for m in config.models]
+    check_judges(config, names)
     store = RunStore(run_dir)
     meter = Meter()
     started = time.perf_counter()
     try:
         _record_meta(store, config)
-        if agents is None:
-            agents = [
-                PersonaAgent(ModelClient.create(spec, "persona", store=store, meter=meter, settings=settings,
-                                                temperature=config.persona_temperature,
-                                                max_tokens=config.max_answer_tokens))
-                for spec in config.models
-            ]
-        check_judges(config, [a.name for a in agents])
-        generator = config.generator or config.judges[0]
-
-        def client(spec: str, role: str, **overrides: Any) -> ModelClient:
-            return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)
-
-        context = EvalContext(
-            store=store,
-            agents=agents,
-            judges=[client(spec, "judge", temperature=0.0, max_tokens=200) for spec in config.judges],
-            env_selector=client(generator, "env_selector", temperature=0.0, max_tokens=120),
-            question_gen=client(generator, "question_gen", temperature=0.7, max_tokens=96 * config.questions_per_task + 64),
-            exemplar_gen=client(generator, "exemplar_gen", temperature=0.7, max_tokens=400),
-            environments=config.environments,
-            questions_per_task=config.questions_per_task,
-            on_item=on_item or (lambda stage: None),
-        )
-        fingerprint = config.fingerprint()
-        benchmark = config.benchmark or {}
-        gate = asyncio.Semaphore(config.concurrency)
-        async with AsyncSqliteSaver.from_conn_string(str(Path(run_dir) / "checkpoints.sqlite")) as saver:
-            graph = build_graph().compile(checkpointer=saver)
-
-            async def run_persona(persona: Persona) -> None:
-                thread = {"configurable": {"thread_id": f"{persona.id}-{fingerprint}"}}
-                async with gate:
-                    snapshot = await graph.aget_state(thread)
-                    if snapshot.values and not snapshot.next:
-                        return  # finished earlier; its items are in the store
-                    if snapshot.next:
-                        await graph.ainvoke(None, thread, context=context, durability="exit")
-                    else:
-                        state = {"persona": persona.description, "persona_id": persona.id,
-                                 "benchmark": benchmark.get(persona.description)}
-                        await graph.ainvoke(state, thread, context=context, durability="exit")
-
-            await asyncio.gather(*(run_persona(p) for p in config.personas))
+        job = EvalJob(config=config, run_dir=Path(run_dir), settings=settings, agents=agents,
+                      on_item=on_item or (lambda stage: None))
+        await runner.run(job, store, meter)
         summary = build_summary(store, config)
         summary.update(
             llm_calls=meter.total_calls,
@@ -162,6 +126,7 @@ async def evaluate(
             wall_time_s=round(time.perf_counter() - started, 3),
             roles=meter.as_dict(),
             run_dir=str(run_dir),
+            executor=runner.name,
         )
         (Path(run_dir) / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
         return summary

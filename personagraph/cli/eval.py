@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import typer
@@ -37,10 +38,17 @@ def eval_command(
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    executor: str = typer.Option("local", "--executor", help="Where persona units run: local (asyncio, "
+                                 "this process) or ray (Ray tasks; needs personagraph[ray])."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join with --executor ray "
+                                           "(e.g. ray://head:10001 or auto; default: start Ray on this machine)."),
 ) -> None:
     """Evaluate how faithfully agents hold personas (PersonaGym), with an ensemble of judges."""
 
     async def body() -> None:
+        # Everything imported so far lives as long as the process: keep it out of the cyclic collector,
+        # whose full passes over it cost more CPU than the calls themselves (measured in bench/throughput.py).
+        gc.freeze()
         sources = sum(bool(x) for x in (persona, personas, benchmark))
         if sources != 1:
             raise PersonagraphError("give exactly one of --persona, --personas FILE or --benchmark DIR")
@@ -100,7 +108,8 @@ def eval_command(
                 if stage in bars:
                     progress.advance(bars[stage])
 
-            summary = await evaluate(config, run_dir, settings=settings, agents=agents, on_item=on_item)
+            summary = await evaluate(config, run_dir, settings=settings, agents=agents, on_item=on_item,
+                                     executor=executor, ray_address=ray_address)
         console.print(render_summary(summary))
         console.print(
             f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "

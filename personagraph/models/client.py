@@ -96,7 +96,7 @@ class Meter:
         }
 
 
-_limiters: dict[tuple[str, str, int], tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore]] = {}
+_limiters: dict[tuple[str, str, int, int], tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore]] = {}
 
 
 def _limiter(key: str, base_url: str, limit: int) -> asyncio.Semaphore:
@@ -107,7 +107,7 @@ def _limiter(key: str, base_url: str, limit: int) -> asyncio.Semaphore:
     requests in flight to that server whatever the number of models it serves.
     """
     loop = asyncio.get_running_loop()
-    slot = (key, base_url, id(loop))
+    slot = (key, base_url, limit, id(loop))  # the limit too: a later run in this loop may ask for another
     entry = _limiters.get(slot)
     if entry is None or entry[0]() is not loop:  # the id of a closed loop can be reused
         entry = _limiters[slot] = (weakref.ref(loop), asyncio.Semaphore(limit))

@@ -1,0 +1,32 @@
+"""Executors: where the persona units of an evaluation run.
+
+``local`` (default) runs every persona's graph in this process's event loop; ``ray`` runs persona
+units as Ray tasks on a cluster, writing through one store actor on the driver's node. Both write the
+same rows to the same run store, so summaries, reports and resume do not care which one ran.
+Ray is imported only when the ``ray`` executor is asked for.
+"""
+
+from __future__ import annotations
+
+from personagraph.errors import PersonagraphError
+from personagraph.executors.base import EvalJob, Executor, build_context, unit_id
+
+EXECUTORS = ("local", "ray")
+
+
+def get_executor(name: str, *, address: str | None = None) -> Executor:
+    """The executor called ``name`` (``local`` or ``ray``); ``address`` is a Ray cluster address."""
+    if name == "local":
+        if address:
+            raise PersonagraphError("--ray-address needs --executor ray")
+        from personagraph.executors.local import LocalExecutor
+
+        return LocalExecutor()
+    if name == "ray":
+        from personagraph.executors.distributed import RayExecutor
+
+        return RayExecutor(address=address)
+    raise PersonagraphError(f"--executor {name!r}: unknown; choose one of {', '.join(EXECUTORS)}")
+
+
+__all__ = ["EXECUTORS", "EvalJob", "Executor", "build_context", "get_executor", "unit_id"]

@@ -1,0 +1,39 @@
+"""The default executor: every persona's graph in this process's event loop.
+
+``--concurrency C`` bounds both the personas in flight and the requests in flight per endpoint (the
+model layer's limiter), so C means C requests at a time to a server, whatever the number of models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from personagraph.executors.base import EvalJob, build_context, run_unit
+from personagraph.models import Meter
+from personagraph.schemas import Persona
+from personagraph.store import RunStore
+
+
+class LocalExecutor:
+    name = "local"
+
+    async def run(self, job: EvalJob, store: RunStore, meter: Meter) -> None:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from personagraph.graphs.persona_eval import build_graph
+        from personagraph.models.openai_http import close_sessions
+
+        config = job.config
+        context = build_context(config, job.settings, store, meter, job.agents, job.on_item)
+        gate = asyncio.Semaphore(config.concurrency)
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(job.run_dir / "checkpoints.sqlite")) as saver:
+                graph = build_graph().compile(checkpointer=saver)
+
+                async def one(persona: Persona) -> None:
+                    async with gate:
+                        await run_unit(graph, context, persona, config, checkpointed=True)
+
+                await asyncio.gather(*(one(p) for p in config.personas))
+        finally:
+            await close_sessions()
