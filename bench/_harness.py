@@ -1,0 +1,116 @@
+"""Shared by the benchmark scripts: the fake OpenAI server in its own process, call tracing, CPU clocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@dataclass
+class ServerProcess:
+    """bench/fake_openai.py running in a child process (its CPU is not ours)."""
+
+    process: subprocess.Popen[str]
+    base_url: str
+
+    @property
+    def root(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.root}/stats", timeout=10) as reply:
+            return json.load(reply)
+
+    def reset(self) -> None:
+        request = urllib.request.Request(f"{self.root}/stats/reset", method="POST", data=b"")
+        urllib.request.urlopen(request, timeout=10).close()
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server process has used (Linux /proc)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def fake_server(**options: Any) -> Iterator[ServerProcess]:
+    """Starts ``bench/fake_openai.py --port 0 --<option> <value> …``; stops it on exit."""
+    args = [sys.executable, str(ROOT / "bench" / "fake_openai.py"), "--port", "0"]
+    for name, value in options.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"the fake server did not start: {line!r}")
+        yield ServerProcess(process, line.split()[-1])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@dataclass
+class CallTrace:
+    """Start and end times of every request sent to a provider (retries included)."""
+
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def chain(self, slack_s: float = 0.002) -> int:
+        """Length of the longest chain of requests each sent after the previous one answered: the
+        round trips that happened one after another (the critical path when concurrency is ample)."""
+        spans = sorted(self.spans, key=lambda s: s[2])
+        depth: list[int] = []
+        for i, (_, start, _) in enumerate(spans):
+            before = [depth[j] for j in range(i) if spans[j][2] <= start + slack_s]
+            depth.append(1 + max(before, default=0))
+        return max(depth, default=0)
+
+    def window(self) -> float:
+        """From the first request sent to the last reply received."""
+        if not self.spans:
+            return 0.0
+        return max(s[2] for s in self.spans) - min(s[1] for s in self.spans)
+
+
+@contextmanager
+def trace_calls() -> Iterator[CallTrace]:
+    """Records every provider request of :class:`ModelClient` while active."""
+    from personagraph.models.client import ModelClient
+
+    trace = CallTrace()
+    original = ModelClient._send
+
+    async def traced(self: ModelClient, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await original(self, *args)
+        finally:
+            trace.spans.append((self.role, started, time.perf_counter()))
+
+    ModelClient._send = traced  # type: ignore[method-assign]
+    try:
+        yield trace
+    finally:
+        ModelClient._send = original  # type: ignore[method-assign]
+
+
+def personas(n: int, offset: int = 0) -> list[Any]:
+    """``n`` distinct personas (deterministic)."""
+    from personagraph.schemas import Persona
+
+    jobs = ("baker", "nurse", "pilot", "farmer", "teacher", "welder", "poet", "judge", "chef", "miner")
+    towns = ("Lyon", "Austin", "Osaka", "Lagos", "Quito", "Perth", "Oslo", "Pune", "Cork", "Kyiv")
+    return [Persona(description=f"A {20 + (i * 7) % 60}-year-old {jobs[i % 10]} from {towns[(i // 10) % 10]} (#{i})")
+            for i in range(offset, offset + n)]

@@ -1,0 +1,93 @@
+"""Throughput of the full PersonaGym pipeline at increasing concurrency, against a fixed-delay server.
+
+For each concurrency C: calls/s against the ideal C/d, wall time against a sequential loop of the same
+calls (calls × d), and the framework's CPU time per call — this process's CPU (every thread: event loop,
+SQLite, checkpointer) divided by its calls; the fake server runs in a separate process, so none of its
+CPU is counted. Targets: ≥ 0.8 × C/d for C ≤ 128; ≥ 20× faster than sequential at C = 32; ≤ 2 ms per call.
+
+    .venv/bin/python bench/throughput.py [--personas 50] [--delay 0.5] [--concurrency 1,8,32,128]
+
+At C = 1 the run is a sequential loop by construction (50 personas × ~35 calls × d); it is measured on
+``--sequential-personas`` personas (default 3), which is enough for its calls/s. Every other C runs all
+personas. The last line is ``ratio_to_ideal@128 <x> speedup_vs_sequential@32 <y> cpu_ms_per_call <z>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._harness import ServerProcess, fake_server, personas  # noqa: E402
+
+
+async def one_run(server: ServerProcess, people: list, concurrency: int) -> dict:
+    from personagraph.evaluate import RunConfig, evaluate
+    from personagraph.models import ModelSettings
+
+    config = RunConfig(personas=people, models=["openai:persona-model"], judges=["openai:judge-model"],
+                       generator="openai:generator-model", concurrency=concurrency)
+    settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
+    server.reset()
+    server_cpu = server.cpu_s()
+    with tempfile.TemporaryDirectory() as run_dir:
+        cpu, started = time.process_time(), time.perf_counter()
+        summary = await evaluate(config, run_dir, settings=settings)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    stats = server.stats()
+    return {"calls": summary["llm_calls"], "requests": stats["requests_total"], "wall": wall, "cpu": cpu,
+            "max_in_flight": stats["max_in_flight"], "server_cpu": server.cpu_s() - server_cpu,
+            "finished": summary["personas_finished"], "personas": len(people)}
+
+
+async def bench(server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int) -> None:
+    await one_run(server, personas(2, offset=5000), 8)  # warm-up: imports, connections, caches
+    gc.freeze()  # as `personagraph eval` does once its imports are done
+    print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own process")
+    print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "
+          f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'max in flight':>13} {'srv ms/call':>11}")
+    results = {}
+    for level in levels:
+        people = personas(min(sequential, n_personas) if level == 1 else n_personas)
+        r = await one_run(server, people, level)
+        rate = r["calls"] / r["wall"]
+        ideal = level / delay
+        sequential_s = r["calls"] * delay
+        r.update(rate=rate, ratio=rate / ideal, speedup=sequential_s / r["wall"], cpu_ms=1000 * r["cpu"] / r["calls"])
+        results[level] = r
+        print(f"{level:>5} {r['personas']:>8} {r['calls']:>6} {r['wall']:>8.2f} {rate:>8.1f} {ideal:>9.1f} "
+              f"{r['ratio']:>6.2f} {sequential_s:>8.1f} {r['speedup']:>7.1f}× {r['cpu_ms']:>11.2f} "
+              f"{r['max_in_flight']:>13} {1000 * r['server_cpu'] / max(r['requests'], 1):>11.2f}")
+        if r["finished"] != r["personas"] or r["requests"] != r["calls"]:
+            print(f"      note: {r['finished']}/{r['personas']} personas finished, {r['requests']} requests "
+                  f"for {r['calls']} calls")
+    total_cpu = sum(r["cpu"] for r in results.values())
+    total_calls = sum(r["calls"] for r in results.values())
+    cpu_ms = 1000 * total_cpu / total_calls
+    top, mid = max(levels), 32 if 32 in results else sorted(levels)[len(levels) // 2]
+    print(f"targets: ratio ≥ 0.8 at C ≤ 128, speedup ≥ 20× at C = 32, ≤ 2 ms framework CPU per call "
+          f"(all runs: {total_cpu:.2f} s CPU / {total_calls} calls)")
+    print(f"ratio_to_ideal@{top} {results[top]['ratio']:.2f} speedup_vs_sequential@{mid} "
+          f"{results[mid]['speedup']:.1f} cpu_ms_per_call {cpu_ms:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--personas", type=int, default=50)
+    parser.add_argument("--delay", type=float, default=0.5, help="seconds the server waits before each reply")
+    parser.add_argument("--concurrency", default="1,8,32,128", help="comma-separated levels")
+    parser.add_argument("--sequential-personas", type=int, default=3, help="personas measured at C = 1")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    with fake_server(delay=args.delay) as server:
+        asyncio.run(bench(server, args.personas, args.delay, levels, args.sequential_personas))
+
+
+if __name__ == "__main__":
+    main()
