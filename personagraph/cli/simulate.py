@@ -28,11 +28,17 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "—" if value is None else format(value, spec)
 
 
+def short_name(session_id: str) -> str:
+    """``<persona-slug>-<n>-<hash>`` → ``<n>-<hash>`` (the full id names the transcript files)."""
+    parts = session_id.rsplit("-", 2)
+    return "-".join(parts[-2:]) if len(parts) == 3 and parts[-2].isdigit() else session_id
+
+
 def render_sessions(summary: dict[str, Any]) -> Table:
     """One row per session, then the overall numbers (also used after ``judge-session``)."""
     tasks = sorted({t for s in summary["sessions"] for t in s["task_means"]})
     table = Table(title="Sessions (scores 1–5)")
-    table.add_column("session", overflow="fold")
+    table.add_column("session", no_wrap=True)
     table.add_column("turns", justify="right")
     table.add_column("stop")
     for task in tasks:
@@ -48,7 +54,7 @@ def render_sessions(summary: dict[str, Any]) -> Table:
         return f"turn {b['turn']}" + (f" (level {b['level']})" if b.get("level") else "")
 
     for s in summary["sessions"]:
-        table.add_row(s["id"], str(s["agent_turns"]), s["stop_reason"] or s["status"],
+        table.add_row(short_name(s["id"]), str(s["agent_turns"]), s["stop_reason"] or s["status"],
                       *(_fmt(s["task_means"].get(t)) for t in tasks), _fmt(s["consistency"]),
                       _fmt(s["n_contradictions"], ".1f"), _fmt(s["drift_slope"], "+.2f"), brk(s["break"]))
     o = summary["overall"]
@@ -109,11 +115,11 @@ def simulate_command(
             raise PersonagraphError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
         settings = model_settings(base_url, api_key)
         specs = session_specs(config)
-        with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+        with Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, disable=state.quiet, transient=False) as progress:
             overall = progress.add_task("sessions", total=len(specs))
             all_turns = progress.add_task("turns", total=len(specs) * config.turns)
-            bars = {s.id: progress.add_task(s.id[-22:], total=config.turns)
+            bars = {s.id: progress.add_task(f"  session {short_name(s.id)}", total=config.turns)
                     for s in specs[:MAX_SESSION_BARS]} if len(specs) > 1 else {}
             done_turns: dict[str, int] = {}
 
@@ -131,7 +137,7 @@ def simulate_command(
                     progress.advance(all_turns, config.turns - done_turns.get(sid, 0))
                     if sid in bars:
                         progress.update(bars[sid], completed=config.turns,
-                                        description=f"{sid[-14:]} {payload['stop_reason'] or ''}"[:22])
+                                        description=f"  {short_name(sid)} {payload['stop_reason'] or ''}"[:22])
                     progress.advance(overall)
                     done_turns[sid] = n_turns
 
