@@ -50,7 +50,8 @@ def behavior_command(
         )
         with console.status("labelling…"):
             summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key))
-        table = Table(title=f"Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}")
+        console.print(f"[bold]Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}[/bold]")
+        table = Table()
         for column in ("", "value", "95% CI", "n"):
             table.add_column(column, justify="right" if column else "left")
         table.add_row("Cohen's κ (labeller vs human)", *_estimate(summary.kappa))

@@ -52,8 +52,8 @@ def longlamp_command(
                 progress.advance(bar)
 
             summary = await run_longlamp(config, run_dir, settings=settings, on_item=on_item)
-        console.print(render_report(summary.scores, title=f"LongLaMP · {model} · {retriever} k={k} · "
-                                                          f"{summary.generated}/{summary.items} items"))
+        console.print(f"[bold]LongLaMP · {model} · {retriever} k={k} · {summary.generated}/{summary.items} items[/bold]")
+        console.print(render_report(summary.scores))
         cost = summary.cost
         mean_time = "—" if cost.mean_response_time_s is None else f"{cost.mean_response_time_s:.2f}s"
         console.print(f"empty generations {cost.failures}/{cost.n} · response time {mean_time} per item · "

@@ -62,8 +62,8 @@ def persobench_command(
                 progress.advance(bar)
 
             summary = await run_persobench(config, run_dir, settings=settings, on_item=on_item)
-        console.print(render_report(summary.scores, title=f"PersoBench · {model} · {config.mode} · "
-                                                          f"{summary.generated}/{summary.items} items"))
+        console.print(f"[bold]PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items[/bold]")
+        console.print(render_report(summary.scores))
         print_models(summary.scores)
         cost = summary.cost
         mean_time = "—" if cost.mean_response_time_s is None else f"{cost.mean_response_time_s:.2f}s"

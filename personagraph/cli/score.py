@@ -62,7 +62,7 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def render_report(report: ScoreReport, title: str = "Scores") -> Table:
+def render_report(report: ScoreReport, title: str | None = None) -> Table:
     """The summary table: mean of each number, corpus-level Dist, failure ratio."""
     basis = "all items, failures at worst values" if report.failures_as_worst else "successful items only"
     table = Table(title=title, caption=f"means over {basis}")
@@ -136,7 +136,8 @@ def score_command(
             failures_as_worst=failures_as_worst, rouge_stemmer=rouge_stemmer,
         )
         report = score_file(input, output, config, records)
-        console.print(render_report(report, title=f"{input.name}: {report.n} responses"))
+        console.print(f"[bold]{input.name}: {report.n} responses[/bold]")
+        console.print(render_report(report))
         print_models(report)
         console.print(f"scores: {output}")
 

