@@ -317,8 +317,12 @@ class _EnvMemoryAgent:
 
     name = "memory-agent"
 
+    _KEYS = ("PERSONAGRAPH_MEMORY_MODEL", "PERSONAGRAPH_CHROMA_URL", "PERSONAGRAPH_MEMORY_DIR",
+             "PERSONAGRAPH_MEMORY_USER", "PERSONAGRAPH_MEMORY_USER_NAME", "PERSONAGRAPH_MEMORY_WRITE")
+
     def __init__(self) -> None:
         self._agent: MemoryAgent | None = None
+        self._config: tuple[str | None, ...] = ()
 
     def _build(self) -> MemoryAgent:
         from personagraph.errors import PersonagraphError
@@ -335,8 +339,9 @@ class _EnvMemoryAgent:
                            user_name=os.environ.get("PERSONAGRAPH_MEMORY_USER_NAME", "User"), writer=writer)
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
-        if self._agent is None:
-            self._agent = self._build()
+        config = tuple(os.environ.get(k) for k in self._KEYS)
+        if self._agent is None or config != self._config:
+            self._agent, self._config = self._build(), config
         return await self._agent.respond(persona, messages)
 
 

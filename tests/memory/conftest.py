@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,23 @@ def two_users(bank: MemoryBank) -> MemoryBank:
                event="Ben's goldfish died and he cried."),
     ])
     return bank
+
+
+LINES = ["<BOD>\n", '<Bart>: "I am nervous about my exam."\n', '<Assistant>: "Oh no, why?"\n',
+         '<Bart>: "I did not study enough."\n', '<Assistant>: "Remember your math test?"\n', "<EOD>\n"]
+
+
+@pytest.fixture
+def madial_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A tiny MADial pair: 6 memories of user 1, two dialogues (three test turns)."""
+    events = ["Bart was anxious before a math test but did well.", "Bart ate pizza.", "Bart played football.",
+              "Bart drew a cat.", "Bart went swimming.", "Bart read a comic."]
+    memories = tmp_path / "m.jsonl"
+    memories.write_text("".join(json.dumps({str(i + 1): {"time": f"2023-01-0{i + 1}", "scene": "Activity",
+                                                         "emotion": "Anxious" if i == 0 else "Happy", "event": e}})
+                                + "\n" for i, e in enumerate(events)))
+    dialogues = tmp_path / "d.jsonl"
+    rows = [{"dialogue": LINES, "test-turn": [4], "relevant-id": [1], "user-id": 1},
+            {"dialogue": LINES, "test-turn": [2, 4], "relevant-id": [1, 2], "user-id": 1}]
+    dialogues.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dialogues, memories

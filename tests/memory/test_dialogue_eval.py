@@ -1,0 +1,44 @@
+"""MADial eval-dialogue on tiny files with test models: settings, judging, resume; rubric files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from personagraph.memory.dialogue_eval import CRITERIA, DialogueEvalConfig, load_criterion, run_dialogue_eval
+from personagraph.store import RunStore
+
+
+def test_rubrics_are_three_subpoints_or_pick_best() -> None:
+    for key in CRITERIA:
+        rubric = load_criterion(key)
+        assert rubric["kind"] == "subpoints" and len(rubric["subpoints"]) == 3 and rubric["scale"] == [0, 3]
+    assert load_criterion("intimacy")["kind"] == "pick_best"
+
+
+@pytest.mark.parametrize("setting", [1, 2, 3])
+async def test_settings_run_judge_and_resume(tmp_path: Path, setting: int, madial_files: tuple[Path, Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    dialogues, memories = madial_files
+    monkeypatch.setattr("personagraph.memory.madial.facts", lambda: {"memory_split": 76, "users": {},
+                                                                     "conversation_date": "2024-06-15"})
+    config = DialogueEvalConfig(setting=setting, model="test:default", judge="test:judge")
+    run_dir = tmp_path / "run"
+    summary = await run_dialogue_eval(config, dialogues, memories, run_dir)
+    assert summary["turns"] == 3 and summary["failed_replies"] == 0
+    assert all(v is None or 0 <= v <= 3 for v in summary["criteria"].values())
+    store = RunStore(run_dir, readonly=True)
+    responses = store.records("madial_response")
+    sizes = {1: 1, 2: 5, 3: 5}[setting]
+    assert all(len(r["candidate_ids"]) == sizes for r in responses)
+    if setting == 2:
+        for r in responses:
+            relevant = {"1"} if r["dialogue"] == 0 else {"1", "2"}
+            assert "1" in r["candidate_ids"] and not (set(r["candidate_ids"]) - {"1"}) & relevant
+    calls = store.call_stats()
+    store.close()
+    again = await run_dialogue_eval(config, dialogues, memories, run_dir)  # resume: nothing new
+    assert again == summary
+    store = RunStore(run_dir, readonly=True)
+    assert store.call_stats() == calls
