@@ -225,16 +225,25 @@ class SessionJudgeReply(BaseModel):
     score: int = Field(ge=1, le=5, description="the score")
 
 
+JUDGE_TURN_CHARS = 600  # per turn in the session judge's transcript: long sessions must fit a 4k context
+
+
+def _clip(text: str, limit: int = JUDGE_TURN_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def transcript_for_judge(turns: list[dict[str, Any]]) -> str:
-    """The conversation as the session judge reads it: agent turns numbered, user turns as context."""
+    """The conversation as the session judge reads it: agent turns numbered, user turns as context
+    (each turn clipped to ``JUDGE_TURN_CHARS`` characters)."""
     lines = []
     for entry in turns:
         if entry["status"] != "ok" or not entry["text"]:
             continue
         if entry["role"] == "user":
-            lines.append(f"User: {entry['text']}")
+            lines.append(f"User: {_clip(entry['text'])}")
         else:
-            lines.append(f"Agent turn {entry['index']}: {entry['text']}")
+            lines.append(f"Agent turn {entry['index']}: {_clip(entry['text'])}")
     return "\n".join(lines)
 
 
