@@ -35,8 +35,9 @@ BERTSCORE_MODEL_OPTION = typer.Option(None, "--bertscore-model", help=f"BERTScor
                                       f"id); default the packaged {PACKAGED_MINILM}.")
 BERTSCORE_LAYERS_OPTION = typer.Option(None, "--bertscore-layers", min=1, help="BERTScore layer (default: 6 for "
                                        "the packaged MiniLM, bert-score's table for known models).")
-EMBEDDING_OPTION = typer.Option(None, "--embedding-model", help="Sentence embeddings for persona coverage "
-                                f"(default the packaged {PACKAGED_MINILM}).")
+EMBEDDING_OPTION = typer.Option(None, "--embedding-model", help="Local sentence-embedding model folder (persona "
+                                f"coverage, dense retrieval, the strategy classifier); default the packaged "
+                                f"{PACKAGED_MINILM}.")
 WORST_OPTION = typer.Option(False, "--failures-as-worst", help="Average failed (empty/unparsable) responses "
                             "into the means with their worst values (default: report them only as the "
                             "failure ratio).")
