@@ -28,11 +28,12 @@ def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def _layout(fig: go.Figure, *, height: int, title: str | None = None, top: int = 70, **extra: Any) -> go.Figure:
+def _layout(fig: go.Figure, *, height: int, title: str | None = None, top: int = 70, sides: int = 20,
+            **extra: Any) -> go.Figure:
     """Common layout: title top left, the legend on the line below it, then the plot (``top`` px down)."""
     fig.update_layout(
         template="plotly_white", height=height, font={"family": FONT, "size": 12},
-        margin={"l": 60, "r": 20, "t": top, "b": 45},
+        margin={"l": max(60, sides), "r": sides, "t": top, "b": 45},
         title={"text": html.escape(title), "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "top",
                "pad": {"t": 12, "l": 4}} if title else None,
         legend={"orientation": "h", "yanchor": "top", "y": 1.0 - (40 if title else 6) / height, "x": 0.0,
@@ -83,7 +84,7 @@ def radar_grid(series: dict[str, dict[str, float | None]], axes: Sequence[str], 
                                   "tickfont": {"size": 9}},
                       angularaxis={"tickfont": {"size": 10}})
     fig.update_annotations(yshift=22, font={"size": 13})
-    return _layout(fig, height=380 * rows + 30, title=title, top=90)
+    return _layout(fig, height=380 * rows + 30, title=title, top=90, sides=80)
 
 
 def score_distributions(scores: list[dict[str, Any]], tasks: Sequence[str], judges: Sequence[str], *,
@@ -155,12 +156,12 @@ def line_grid(panels: dict[str, dict[str, tuple[Sequence[float], Sequence[float 
 
 
 def bars(categories: Sequence[str], series: dict[str, Sequence[float | None]], *, title: str, y_title: str,
-         height: int = 360) -> go.Figure:
+         height: int = 360, y_range: Sequence[float] | None = None) -> go.Figure:
     """Grouped bars: one group per category, one bar per series."""
     fig = go.Figure()
     for index, (name, values) in enumerate(series.items()):
         fig.add_trace(go.Bar(x=[label(c, 30) for c in categories], y=list(values), name=label(name, 40),
                              marker_color=color(index)))
-    fig.update_yaxes(title_text=html.escape(y_title))
-    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text=html.escape(y_title), range=list(y_range) if y_range else None)
+    fig.update_layout(barmode="group", showlegend=True)
     return _layout(fig, height=height, title=title, top=90)

@@ -54,8 +54,12 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
+        """The run's config: meta ``config``, else the one meta ``*_config`` dict (e.g. MADial's)."""
         value = self.meta.get("config")
-        return value if isinstance(value, dict) else {}
+        if not isinstance(value, dict):
+            named = [v for k, v in self.meta.items() if k.endswith("_config") and isinstance(v, dict)]
+            value = named[0] if len(named) == 1 else {}
+        return value
 
     @property
     def is_eval(self) -> bool:
@@ -96,6 +100,8 @@ def _guess_kind(kinds: dict[str, int], summary: dict[str, Any]) -> str:
         return "eval"
     if "session" in kinds:
         return "simulate"
+    if "madial_summary" in kinds or "madial_verdict" in kinds:
+        return "memory-dialogue"
     return str(summary.get("kind") or "unknown")
 
 

@@ -322,10 +322,34 @@ def _at_k(keys: list[str]) -> dict[str, dict[int, str]]:
     return out
 
 
+def madial_table(run: Run) -> Table | None:
+    """``memory eval-dialogue`` (MADial): one row per setting's ``madial_summary`` record."""
+    summaries = [r for r in run.rows("madial_summary") if isinstance(r, dict)]
+    if not summaries:
+        return None
+    criteria = list(dict.fromkeys(c for r in summaries for c in (r.get("criteria") or {})))
+    rows = [{"setting": r.get("setting"), "model": r.get("model"), "judge": r.get("judge"), "turns": r.get("turns"),
+             "failed": r.get("failed_replies"), **(r.get("criteria") or {}),
+             **{k: r.get(k) for k in ("intimacy_win_rate", "chose_memory", "recognized_gold", "recognized_relevant")}}
+            for r in sorted(summaries, key=lambda r: str(r.get("setting")))]
+    return Table("Memory dialogue (MADial)", [
+        Column("setting", "setting"), Column("model", "model"), Column("judge", "judge"),
+        Column("turns", "test turns", "int"), Column("failed", "failed replies", "int"),
+        *[Column(c, c.replace("_", " "), "score") for c in criteria],
+        Column("intimacy_win_rate", "intimacy win rate", "pct"), Column("chose_memory", "chose a memory", "pct"),
+        Column("recognized_gold", "recognized gold", "pct"), Column("recognized_relevant", "recognized relevant", "pct"),
+    ], rows, note="Criteria 0–3 (three 0/1 sub-points each), means over judged replies. Intimacy: share of turns where "
+                  "the judge found the reply more intimate than the reference. Settings: 1 gold memory, 2 gold + "
+                  "negatives, 3 top-5 retrieved.")
+
+
 def memory_table(run: Run) -> Table | None:
     """Retrieval: every metric at the largest k (curves over k in the report); dialogue: criteria means."""
     if not run.kind.startswith("memory"):
         return None
+    madial = madial_table(run)
+    if madial is not None:
+        return madial
     summary = run.summary
     criteria = summary.get("criteria")
     if isinstance(criteria, dict) and criteria and all(isinstance(v, dict) for v in criteria.values()):
@@ -348,9 +372,59 @@ def memory_table(run: Run) -> Table | None:
                       "curves below.")
 
 
+def _madial_item(response: dict[str, Any], verdict: dict[str, Any], total: float | None) -> str:
+    from personagraph.report.html import esc
+
+    scores = verdict.get("scores") or {}
+    lines = "".join(
+        f'<div class="verdict{" failed" if value.get("score") is None else ""}"><b>{esc(c.replace("_", " "))}</b>: '
+        f'{esc(value.get("score"))} — <span class="text">{esc(value.get("rationale") or value.get("error"))}</span></div>'
+        for c, value in scores.items() if isinstance(value, dict))
+    pills = [f'<span class="pill">{esc(response.get("key"))}</span>']
+    if response.get("status") != "ok":
+        pills.append('<span class="pill bad">reply failed</span>')
+    if verdict.get("recognized_gold"):
+        pills.append('<span class="pill">recognized the gold memory</span>')
+    reply = (f'<div class="text">{esc(response.get("reply"))}</div>' if response.get("status") == "ok"
+             else f'<div class="text bad">{esc(response.get("error"))}</div>')
+    return (f'<div class="item"><div class="head"><span class="score">{esc("—" if total is None else f"{total:.0f}")}'
+            f'</span>{"".join(pills)}<span class="muted">chosen memory: {esc(response.get("chosen_id"))}</span></div>'
+            f'<div class="qa"><div><div class="label">reply</div>{reply}</div><div><div class="label">reference</div>'
+            f'<div class="text">{esc(response.get("reference"))}</div></div></div>'
+            f'<div class="label">criteria (0–3)</div>{lines}</div>')
+
+
+def _madial_section(run: Run, page: Any, limit: int = 5) -> str:
+    from personagraph.report.html import esc
+
+    table = madial_table(run)
+    if table is None:
+        return ""
+    criteria = [c.key for c in table.columns if c.fmt == "score"]
+    series = {f"setting {r['setting']} · {r['model']}": [_num(r.get(c)) for c in criteria] for r in table.rows}
+    body = page.figure(charts.bars([c.replace("_", " ") for c in criteria], series,
+                                   title="MADial criteria (0–3) per setting", y_title="mean score",
+                                   y_range=(0, 3)))
+    responses = {r.get("key"): r for r in run.rows("madial_response")}
+    scored = []
+    for verdict in run.rows("madial_verdict"):
+        values = [v.get("score") for v in (verdict.get("scores") or {}).values() if isinstance(v, dict)]
+        present = [float(v) for v in values if _num(v) is not None]
+        scored.append((sum(present) if present else None, verdict))
+    scored.sort(key=lambda pair: (pair[0] is not None, pair[0] if pair[0] is not None else 0))
+    items = "".join(_madial_item(responses.get(v.get("key"), {}), v, total) for total, v in scored[:limit])
+    if items:
+        note = (f"The {min(limit, len(scored))} lowest of {len(scored)} by the sum of the criteria (0–15), "
+                "failed replies first.")
+        body += f'<h4>Lowest-scored replies</h4><p class="note">{esc(note)}</p>{items}'
+    return f"<h3>Memory dialogue (MADial)</h3>{body}"
+
+
 def memory_section(run: Run, page: Any) -> str:
     if not run.kind.startswith("memory"):
         return ""
+    if run.rows("madial_summary"):
+        return _madial_section(run, page)
     rows = _retrieval_rows(run.summary)
     labels, numbers = _split_keys(rows)
     curves = {metric: by_k for metric, by_k in _at_k(numbers).items() if len(by_k) >= 2}

@@ -55,7 +55,7 @@ def rich_table(table: Table, *, show_note: bool = True) -> RichTable:
         longest = max((len(row[i]) for row in cells), default=1)
         numeric = column.fmt != "text"
         out.add_column(Text(column.label), justify="right" if numeric else "left", overflow="fold",
-                       min_width=longest if numeric else min(longest, 16))
+                       min_width=longest if numeric else min(longest, 10))
     for row, texts in zip(table.rows, cells, strict=True):
         out.add_row(*(Text(t) for t in texts), style="bold" if row.get("_total") else None)
     return out

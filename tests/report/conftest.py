@@ -120,3 +120,30 @@ def behavior_run(tmp_path: Path) -> Path:
     })
     store.close()
     return run_dir
+
+
+@pytest.fixture
+def madial_run(tmp_path: Path) -> Path:
+    """``memory eval-dialogue``-shaped: madial_response/verdict/summary records, no ``kind`` meta."""
+    from report_helpers import SCRIPT
+
+    run_dir = tmp_path / "madial"
+    store = RunStore(run_dir)
+    store.set_meta("madial_dialogue_config", {"setting": 2, "model": "test:m", "judge": "test:j", "seed": 1})
+    criteria = ("naturalness", "style_coherence", "memory_injection", "emotional_support", "emotion_improvement")
+    for turn, (reply, score) in enumerate(((f"I remember {SCRIPT}", 0), ("Nice to see you", 3))):
+        key = f"s2:0:{turn}"
+        store.put("madial_response", key, {"key": key, "dialogue": 0, "turn": turn, "user_id": "1",
+                                            "candidate_ids": ["1", "7"], "chosen_id": "1", "reply": reply,
+                                            "status": "ok", "error": None, "reference": "Remember the lake?"})
+        store.put("madial_verdict", key, {"key": key, "status": "ok", "intimacy_win": bool(score),
+                                           "recognized_gold": True, "recognized_relevant": True,
+                                           "chose_memory": True, "scores": {
+                                               c: {"score": score, "points": [0, 0, 0], "rationale": f"why {c}",
+                                                   "error": None} for c in criteria}})
+    store.put("madial_summary", "s2", {"setting": 2, "model": "test:m", "judge": "test:j", "turns": 2,
+                                       "failed_replies": 0, "criteria": {c: 1.5 for c in criteria},
+                                       "intimacy_win_rate": 0.5, "chose_memory": 1.0, "recognized_gold": 1.0,
+                                       "recognized_relevant": 1.0})
+    store.close()
+    return run_dir

@@ -68,6 +68,18 @@ def test_memory_report(memory_run: Path) -> None:
     assert "Sessions" not in page and "Task profile" not in page
 
 
+def test_memory_dialogue_report(madial_run: Path) -> None:
+    run = load_run(madial_run)
+    assert run.kind == "memory-dialogue" and run.config["model"] == "test:m"
+    page = build_report([run])
+    assert "Memory dialogue (MADial)" in page and "Lowest-scored replies" in page and charts_in(page) == 1
+    assert SCRIPT not in page and html.escape(SCRIPT) in page
+    assert page.index("why naturalness") < page.index("Nice to see you")  # the lowest reply comes first
+    row = headline_tables([run])[0].rows[0]
+    assert row["setting"] == 2 and row["naturalness"] == 1.5 and row["intimacy_win_rate"] == 0.5
+    assert "1.50" in page and "50%" in page
+
+
 def test_persobench_report(persobench_run: Path) -> None:
     run = load_run(persobench_run)
     page = build_report([run])
