@@ -16,6 +16,7 @@ The last line printed is ``best MRR@10 <value> <method>``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import itertools
 import json
@@ -59,6 +60,24 @@ METHOD_ROWS: list[tuple[str, dict]] = [
 def ranked_ids(cands: Candidates, settings: RecallSettings, k: int = 10) -> list[str]:
     scores = fuse(cands, settings)
     return [cands.memories[i].id for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+async def reranked(cands: list[Candidates], dialogues: list, spec: str) -> list[tuple[list[str], list[str]]]:
+    """Fusion's top 10 per query reordered by an LLM (memory_rerank prompt), the rest after."""
+    from personagraph.memory.recall import Recalled
+    from personagraph.memory.rerank import rerank
+    from personagraph.models import ModelClient
+
+    client = ModelClient.create(spec, "memory_reranker", temperature=0.0, max_tokens=128)
+    settings = RecallSettings(method="fusion")
+    out = []
+    for c, d in zip(cands, dialogues):
+        scores = fuse(c, settings)
+        order = np.argsort(-scores, kind="stable")[:10]
+        found = [Recalled(memory=c.memories[i], score=float(scores[i])) for i in order]
+        found = await rerank(client, d.context(), found, 10)
+        out.append((d.relevant_ids, [r.memory.id for r in found]))
+    return out
 
 
 def mrr10(rankings: list[tuple[list[str], list[str]]]) -> float:
@@ -130,6 +149,8 @@ def main() -> None:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("--json", type=Path, help="write every method's full metrics here")
     parser.add_argument("--full", action="store_true", help="also print every metric at every k per method")
+    parser.add_argument("--rerank", metavar="SPEC", help="add a row: fusion's top 10 reranked by this LLM "
+                        "(e.g. local:qwen2.5-coder-1.5b; one call per query)")
     args = parser.parse_args()
 
     dialogues = load_dialogues(args.data_dir / DIALOGUES)
@@ -165,6 +186,9 @@ def main() -> None:
                 assert all(len(c.memories) == bank.count(d.user_id) for c, d in zip(all_cands, dialogues))
             rankings = [(d.relevant_ids, ranked_ids(c, settings)) for c, d in zip(all_cands, dialogues)]
             results[name] = evaluate_rankings(rankings, KS)
+        if args.rerank:
+            rankings = asyncio.run(reranked(all_cands, dialogues, args.rerank))
+            results[f"fusion+rerank({args.rerank})"] = evaluate_rankings(rankings, KS)
         cv, notes = cross_user_weights(
             all_cands, dialogues, [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4], [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
         )

@@ -1,1 +1,34 @@
-"""Long-term memory for persona agents: a Chroma bank, offline embeddings, recall and retrieval metrics."""
+"""Long-term memory for persona agents: a Chroma bank, offline embeddings, recall and retrieval metrics.
+
+- :mod:`~personagraph.memory.bank` — ``Memory``, ``MemoryBank`` (local folder or Chroma server, one collection
+  per user), JSONL and MADial import/export;
+- :mod:`~personagraph.memory.embeddings` — the packaged all-MiniLM-L6-v2 as ``encode()`` and a Chroma
+  embedding function;
+- :mod:`~personagraph.memory.recall` — ``Recaller``: dense views, BM25, RRF hybrid, proactive emotion/scene
+  cues, multiview fusion, optional LLM reranking;
+- :mod:`~personagraph.memory.metrics` — MAP/MRR/nDCG (standard and MADial)/Recall/Precision at k;
+- :mod:`~personagraph.memory.madial` — MADial-Bench loaders and the settings' candidates;
+- :mod:`~personagraph.memory.evaluation`, :mod:`~personagraph.memory.dialogue_eval` — the two evaluations.
+"""
+
+from personagraph.memory.bank import Hit, Memory, MemoryBank, read_memories
+from personagraph.memory.context import DialogueContext, Turn, context_from_lines, context_from_messages
+from personagraph.memory.metrics import RetrievalScores, evaluate_rankings
+from personagraph.memory.recall import METHODS, Recalled, Recaller, RecallSettings
+
+__all__ = [
+    "METHODS",
+    "DialogueContext",
+    "Hit",
+    "Memory",
+    "MemoryBank",
+    "RecallSettings",
+    "Recalled",
+    "Recaller",
+    "RetrievalScores",
+    "Turn",
+    "context_from_lines",
+    "context_from_messages",
+    "evaluate_rankings",
+    "read_memories",
+]

@@ -79,7 +79,7 @@ async def test_graph_uses_given_candidates_and_llm_detector(bank: MemoryBank) ->
 
 
 async def test_failed_recognition_is_a_value(bank: MemoryBank) -> None:
-    ctx = context(bank, recognizer=ModelClient.create("test:down", "memory_recognizer"))
+    ctx = context(bank, recognizer=ModelClient.create("test:broken", "memory_recognizer"))
     final = await run_memory_dialogue({"user_id": "a", "messages": [{"role": "user", "content": "beach!"}]}, ctx)
     assert final["chosen"] is None and final["recognition_error"]
     assert final["status"] == "ok" and final["reply"] == "That sounds fun!"
@@ -92,7 +92,7 @@ async def test_memory_agent_writes_memories(bank: MemoryBank) -> None:
     assert reply.ok
     assert any(m.event == "Anna learned to ride a bike." for m in bank.memories("a"))
     assert bank.count("b") == 1  # nothing written to another user
-    written = await write_memory(ModelClient.create("test:down", "w"), bank, "a", [{"role": "user", "content": "x"}])
+    written = await write_memory(ModelClient.create("test:broken", "w"), bank, "a", [{"role": "user", "content": "x"}])
     assert written is None
 
 

@@ -72,3 +72,20 @@ def test_context_views_and_madial_parsing() -> None:
     views = c.views()
     assert views["prefix"] == "".join(lines)
     assert views["last_user"] == "It flew high."
+
+
+async def test_llm_reranker_reorders_top_and_survives_failure(two_users: MemoryBank) -> None:
+    import json
+
+    from personagraph.models import ModelClient
+    from personagraph.models.testing import register_script
+
+    register_script("rerank-reverse", lambda messages, schema: json.dumps({"ranking": [3, 2, 1]}))
+    base = Recaller(two_users).rank("a", ctx("beach day"), k=3)
+    settings = RecallSettings(rerank_top=3)
+    flipped = await Recaller(two_users, settings, reranker=ModelClient.create("test:rerank-reverse", "r")).recall(
+        "a", ctx("beach day"), k=3)
+    assert [r.memory.id for r in flipped] == [r.memory.id for r in base][::-1]
+    kept = await Recaller(two_users, settings, reranker=ModelClient.create("test:broken", "r")).recall(
+        "a", ctx("beach day"), k=3)
+    assert [r.memory.id for r in kept] == [r.memory.id for r in base]
