@@ -20,7 +20,8 @@ from personagraph.store import STORE_FILE, RunStore
 EVAL_KINDS = ("eval",)
 SESSION_KINDS = ("simulate", "session")
 MEMORY_KINDS = ("memory-retrieval", "memory-dialogue")
-METRIC_KINDS = ("persobench", "score", "longlamp", "behavior-alignment")
+METRIC_KINDS = ("persobench", "score", "longlamp", "behavior", "behavior-alignment")
+BEHAVIOR_KINDS = ("behavior", "behavior-alignment")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from personagraph.report import charts
-from personagraph.report.load import Run
+from personagraph.report.load import BEHAVIOR_KINDS, Run
 from personagraph.report.tables import Column, Table
 
 Builder = Callable[[Run, Any], str]
@@ -499,18 +499,20 @@ def _estimate(value: Any) -> tuple[float | None, float | None, float | None]:
 
 def behavior_table(run: Run) -> Table | None:
     summary = run.meta.get("summary") if isinstance(run.meta.get("summary"), dict) else None
-    if run.kind != "behavior-alignment" or summary is None:
+    if run.kind not in BEHAVIOR_KINDS or summary is None:
         return None
     kappa, k_low, k_high = _estimate(summary.get("kappa"))
     ba, b_low, b_high = _estimate(summary.get("ba"))
     row = {"labeller": summary.get("labeller"), "system": summary.get("system"), "kappa": kappa,
-           "kappa_ci": [k_low, k_high] if k_low is not None else None, "ba": ba,
-           "ba_ci": [b_low, b_high] if b_low is not None else None, "dialogues": summary.get("dialogues"),
+           "kappa_low": k_low, "kappa_high": k_high, "ba": ba, "ba_low": b_low, "ba_high": b_high,
+           "dialogues": summary.get("dialogues"),
            "labelled": summary.get("labelled_utterances"), "responses": summary.get("responses"),
            "failed": summary.get("failed_responses")}
     return Table("Behavior alignment", [
         Column("labeller", "labeller"), Column("system", "system"), Column("kappa", "Cohen's κ", "float"),
-        Column("kappa_ci", "κ 95% CI"), Column("ba", "BA", "float"), Column("ba_ci", "BA 95% CI"),
+        Column("kappa_low", "κ 95% CI low", "score"), Column("kappa_high", "κ 95% CI high", "score"),
+        Column("ba", "BA", "float"), Column("ba_low", "BA 95% CI low", "score"),
+        Column("ba_high", "BA 95% CI high", "score"),
         Column("dialogues", "dialogues", "int"), Column("labelled", "labelled utterances", "int"),
         Column("responses", "system responses", "int"), Column("failed", "failed responses", "int"),
     ], [row], note="κ: the labeller against the human strategy labels. BA: share of system responses that share "
@@ -539,7 +541,7 @@ def metrics_section(run: Run, page: Any) -> str:
             body += page.figure(charts.line_grid(panels, title="Metrics over k (profile items retrieved)",
                                                  x_title="k"))
     summary = run.meta.get("summary") if isinstance(run.meta.get("summary"), dict) else None
-    counts = summary.get("label_counts") if run.kind == "behavior-alignment" and summary else None
+    counts = summary.get("label_counts") if run.kind in BEHAVIOR_KINDS and summary else None
     if isinstance(counts, dict) and counts:
         strategies = sorted({s for c in counts.values() if isinstance(c, dict) for s in c})
         series = {who: [float(c.get(s, 0)) for s in strategies] for who, c in counts.items() if isinstance(c, dict)}

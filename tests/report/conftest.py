@@ -110,7 +110,7 @@ def longlamp_run(tmp_path: Path) -> Path:
 def behavior_run(tmp_path: Path) -> Path:
     run_dir = tmp_path / "behavior"
     store = RunStore(run_dir)
-    store.set_meta("kind", "behavior-alignment")
+    store.set_meta("kind", "behavior")  # metrics/behavior.py KIND
     store.set_meta("summary", {
         "labeller": "llm:test:j1", "dialogues": 3, "labelled_utterances": 20, "labeller_failures": 1,
         "kappa": {"value": 0.41, "ci_low": 0.2, "ci_high": 0.6, "n": 20}, "system": "responses.jsonl",
