@@ -24,7 +24,8 @@ def report_command(
         path = write_report(run_dirs, output, title=title, lowest=lowest)
         if not state.quiet:
             size = path.stat().st_size / 1e6
-            console.print(f"report: {path} ({size:.1f} MB, self-contained; open it in a browser)", soft_wrap=True)
+            console.print(f"report: {path} ({size:.1f} MB, self-contained; open it in a browser)", soft_wrap=True,
+                          markup=False)
 
     run(body)
 

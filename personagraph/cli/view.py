@@ -22,7 +22,7 @@ def write_export(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise PersonagraphError(f"-o {output}: cannot write ({exc.strerror})") from None
-    console.print(f"wrote {output}")
+    console.print(f"wrote {output}", markup=False)
 
 
 def view_command(

@@ -125,3 +125,12 @@ def test_bad_flags(run_dir: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "is a directory" in result.output
     result = invoke("compare", str(run_dir), str(run_dir), "--model-a", "test:absent")
     assert result.exit_code == 2 and "--model-a test:absent: not in" in result.output
+
+
+def test_paths_with_markup_characters_print_as_text(run_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "a[/b]c [bold]"
+    result = invoke("report", str(run_dir), "-o", str(folder / "r.html"))
+    assert result.exit_code == 0, result.output
+    assert "a[/b]c [bold]" in result.output.replace("\n", "")
+    result = invoke("view", str(run_dir), "-f", "json", "-o", str(folder / "h.json"))
+    assert result.exit_code == 0 and (folder / "h.json").is_file()
