@@ -10,13 +10,14 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelSettings
 
 T = TypeVar("T")
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
 
 
 @dataclass
@@ -30,7 +31,9 @@ state = _State()
 
 def fail(message: str) -> typer.Exit:
     """Prints one error line and returns the exit to raise (code 2)."""
-    err_console.print(f"[bold red]error:[/] {' '.join(message.split())}", markup=True, soft_wrap=True)
+    line = Text("error: ", style="bold red")
+    line.append(" ".join(message.split()))  # plain text: paths and model output may contain [markup]
+    err_console.print(line, soft_wrap=True)
     return typer.Exit(code=2)
 
 
