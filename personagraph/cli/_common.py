@@ -41,7 +41,8 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     """Runs a command body (sync, or an async function run to completion) behind the one error path.
 
     PersonagraphError becomes one line and exit code 2; Ctrl-C exits 130 without a traceback (every
-    finished item is already in the run store).
+    finished item is already in the run store); any other exception is a bug: one line and exit 1,
+    or the traceback with ``--verbose``.
     """
     try:
         result = work()
@@ -53,6 +54,14 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     except KeyboardInterrupt:
         err_console.print("interrupted: finished items are saved; run the same command again to resume")
         raise typer.Exit(code=130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a bug, not bad input: one line unless --verbose asks for the traceback
+        if state.verbose:
+            raise
+        err_console.print(Text(f"internal error: {type(exc).__name__}: {exc} (run with --verbose for the "
+                               "traceback and report it)", style="bold red"), soft_wrap=True)
+        raise typer.Exit(code=1) from None
 
 
 BASE_URL_OPTION = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for openai: specs "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.text import Text
 
 from personagraph.agents import PersonaAgent
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
@@ -27,7 +28,7 @@ def ask(
             raise PersonagraphError("--persona: empty")
         settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
-        with console.status(f"{model} is answering…"):
+        with console.status(Text(f"{model} is answering…")):
             reply = await agent.respond(Persona(description=persona).description,
                                         [{"role": "user", "content": question}])
         if not reply.ok:
