@@ -71,7 +71,7 @@ async def reranked(cands: list[Candidates], dialogues: list, spec: str) -> list[
     client = ModelClient.create(spec, "memory_reranker", temperature=0.0, max_tokens=128)
     settings = RecallSettings(method="fusion")
     out = []
-    for c, d in zip(cands, dialogues):
+    for c, d in zip(cands, dialogues, strict=True):
         scores = fuse(c, settings)
         order = np.argsort(-scores, kind="stable")[:10]
         found = [Recalled(memory=c.memories[i], score=float(scores[i])) for i in order]
@@ -95,8 +95,17 @@ def load_anchors(path: Path) -> dict[str, dict[str, dict[int, float]]]:
     return anchors
 
 
-COLUMNS = [("MAP", 10), ("MRR", 1), ("MRR", 3), ("MRR", 5), ("MRR", 10), ("nDCG-MADial", 10), ("nDCG", 10),
-           ("Recall", 10), ("Precision", 10)]
+COLUMNS = [
+    ("MAP", 10),
+    ("MRR", 1),
+    ("MRR", 3),
+    ("MRR", 5),
+    ("MRR", 10),
+    ("nDCG-MADial", 10),
+    ("nDCG", 10),
+    ("Recall", 10),
+    ("Precision", 10),
+]
 
 
 def header() -> str:
@@ -120,7 +129,10 @@ def full_table(name: str, scores: RetrievalScores) -> str:
 
 
 def cross_user_weights(
-    cands: list[Candidates], dialogues: list, grid_bm25: list[float], grid_emotion: list[float],
+    cands: list[Candidates],
+    dialogues: list,
+    grid_bm25: list[float],
+    grid_emotion: list[float],
 ) -> tuple[float, list[str]]:
     """Pick (bm25_weight, emotion_weight) on one user's dialogues, score on the other's; both directions."""
     users = sorted({d.user_id for d in dialogues})
@@ -138,8 +150,10 @@ def cross_user_weights(
         for test in users:
             if test == tune:
                 continue
-            notes.append(f"tuned on user {tune} -> bm25_weight={best[0]}, emotion_weight={best[1]}; "
-                         f"MRR@10 on user {test}: {table[best][test]:.2f}")
+            notes.append(
+                f"tuned on user {tune} -> bm25_weight={best[0]}, emotion_weight={best[1]}; "
+                f"MRR@10 on user {test}: {table[best][test]:.2f}"
+            )
             weighted += table[best][test] * len(by_user[test])
     return weighted / len(dialogues), notes
 
@@ -149,8 +163,12 @@ def main() -> None:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("--json", type=Path, help="write every method's full metrics here")
     parser.add_argument("--full", action="store_true", help="also print every metric at every k per method")
-    parser.add_argument("--rerank", metavar="SPEC", help="add a row: fusion's top 10 reranked by this LLM "
-                        "(e.g. local:qwen2.5-coder-1.5b; one call per query)")
+    parser.add_argument(
+        "--rerank",
+        metavar="SPEC",
+        help="add a row: fusion's top 10 reranked by this LLM "
+        "(e.g. local:qwen2.5-coder-1.5b; one call per query)",
+    )
     args = parser.parse_args()
 
     dialogues = load_dialogues(args.data_dir / DIALOGUES)
@@ -183,19 +201,29 @@ def main() -> None:
         for name, overrides in METHOD_ROWS:
             settings = RecallSettings(**overrides)
             if settings.method == "bm25":  # BM25 ranks the whole pool; here candidates == pool already
-                assert all(len(c.memories) == bank.count(d.user_id) for c, d in zip(all_cands, dialogues))
-            rankings = [(d.relevant_ids, ranked_ids(c, settings)) for c, d in zip(all_cands, dialogues)]
+                assert all(
+                    len(c.memories) == bank.count(d.user_id)
+                    for c, d in zip(all_cands, dialogues, strict=True)
+                )
+            rankings = [
+                (d.relevant_ids, ranked_ids(c, settings)) for c, d in zip(all_cands, dialogues, strict=True)
+            ]
             results[name] = evaluate_rankings(rankings, KS)
         if args.rerank:
             rankings = asyncio.run(reranked(all_cands, dialogues, args.rerank))
             results[f"fusion+rerank({args.rerank})"] = evaluate_rankings(rankings, KS)
         cv, notes = cross_user_weights(
-            all_cands, dialogues, [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4], [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
+            all_cands,
+            dialogues,
+            [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4],
+            [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3],
         )
     elapsed = time.perf_counter() - started
 
-    print(f"MADial-Bench EN memory recall: {len(dialogues)} queries, {len(memories)} memories, "
-          f"all-MiniLM-L6-v2 on CPU, {elapsed:.0f} s")
+    print(
+        f"MADial-Bench EN memory recall: {len(dialogues)} queries, {len(memories)} memories, "
+        f"all-MiniLM-L6-v2 on CPU, {elapsed:.0f} s"
+    )
     print("nDCG-MADial = the paper's nDCG (ideal from the retrieved list sorted); nDCG = standard nDCG.")
     print(header())
     for model, values in anchors.items():
@@ -203,8 +231,10 @@ def main() -> None:
     for name, scores in results.items():
         print(line(name, scores.values))
     defaults = RecallSettings()
-    print(f"fusion defaults: bm25_weight={defaults.bm25_weight}, emotion_weight={defaults.emotion_weight} "
-          "(chosen by the cross-user split below, not on all queries)")
+    print(
+        f"fusion defaults: bm25_weight={defaults.bm25_weight}, emotion_weight={defaults.emotion_weight} "
+        "(chosen by the cross-user split below, not on all queries)"
+    )
     for note in notes:
         print("  " + note)
     print(f"  cross-user estimate of fusion MRR@10 (weights picked on the other user): {cv:.2f}")

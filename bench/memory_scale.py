@@ -70,13 +70,23 @@ def run_size(n: int, args: argparse.Namespace, rng: np.random.Generator) -> dict
             got = {int(h.memory.id) for h in hits}
             recalls.append(len(got & set(exact.tolist())) / min(args.k, len(mask)))
     lat, raw = np.array(latencies) * 1000, np.array(raw_latencies) * 1000
-    row = {"n": n, "build_s": build, "p50_ms": float(np.percentile(lat, 50)),
-           "p95_ms": float(np.percentile(lat, 95)), "raw_p50_ms": float(np.percentile(raw, 50)),
-           "raw_p95_ms": float(np.percentile(raw, 95)), "recall": float(np.mean(recalls)),
-           "min_recall": float(np.min(recalls)), "hnsw": hnsw}
-    print(f"{row['n']:>10} {row['build_s']:>9.1f} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} "
-          f"{row['raw_p50_ms']:>8.2f} {row['raw_p95_ms']:>8.2f} {row['recall']:>10.4f} {row['min_recall']:>6.2f}",
-          flush=True)
+    row = {
+        "n": n,
+        "build_s": build,
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p95_ms": float(np.percentile(lat, 95)),
+        "raw_p50_ms": float(np.percentile(raw, 50)),
+        "raw_p95_ms": float(np.percentile(raw, 95)),
+        "recall": float(np.mean(recalls)),
+        "min_recall": float(np.min(recalls)),
+        "hnsw": hnsw,
+    }
+    print(
+        f"{row['n']:>10} {row['build_s']:>9.1f} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} "
+        f"{row['raw_p50_ms']:>8.2f} {row['raw_p95_ms']:>8.2f} "
+        f"{row['recall']:>10.4f} {row['min_recall']:>6.2f}",
+        flush=True,
+    )
     return row
 
 
@@ -96,17 +106,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    hnsw = {**DEFAULT_HNSW, **{k: getattr(args, k) for k in ("ef_search", "ef_construction", "max_neighbors")
-                               if getattr(args, k) is not None}}
-    print(f"memory bank scale: dim {args.dim}, {args.users} user(s), {args.queries} queries, top-{args.k}, "
-          f"HNSW {hnsw}")
-    print("p50/p95: MemoryBank.query (ids, metadata, distances, embeddings); raw: Chroma HNSW, distances only")
-    print(f"{'memories':>10} {'build s':>9} {'p50 ms':>8} {'p95 ms':>8} {'raw p50':>8} {'raw p95':>8} "
-          f"{'recall@10':>10} {'min':>6}", flush=True)
+    hnsw = {
+        **DEFAULT_HNSW,
+        **{
+            k: getattr(args, k)
+            for k in ("ef_search", "ef_construction", "max_neighbors")
+            if getattr(args, k) is not None
+        },
+    }
+    print(
+        f"memory bank scale: dim {args.dim}, {args.users} user(s), {args.queries} queries, top-{args.k}, "
+        f"HNSW {hnsw}"
+    )
+    print(
+        "p50/p95: MemoryBank.query (ids, metadata, distances, embeddings); raw: Chroma HNSW, distances only"
+    )
+    print(
+        f"{'memories':>10} {'build s':>9} {'p50 ms':>8} {'p95 ms':>8} {'raw p50':>8} {'raw p95':>8} "
+        f"{'recall@10':>10} {'min':>6}",
+        flush=True,
+    )
     rows = [run_size(int(s), args, rng) for s in args.sizes.split(",")]
     last = rows[-1]
-    print(f"at {last['n']}: p50 {last['p50_ms']:.2f} ms, p95 {last['p95_ms']:.2f} ms "
-          f"(raw HNSW p50 {last['raw_p50_ms']:.2f} ms), recall@10 {last['recall']:.4f}")
+    print(
+        f"at {last['n']}: p50 {last['p50_ms']:.2f} ms, p95 {last['p95_ms']:.2f} ms "
+        f"(raw HNSW p50 {last['raw_p50_ms']:.2f} ms), recall@10 {last['recall']:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -13,22 +13,32 @@ from rich.table import Table
 from personagraph.cli._common import console, run
 from personagraph.errors import PersonagraphError
 
-memory_app = typer.Typer(help="Long-term memories: a Chroma bank per user, recall, MADial-Bench evaluation.",
-                         no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Long-term memories: a Chroma bank per user, recall, MADial-Bench evaluation.", no_args_is_help=True
+)
 
 MEMORY_DIR_ENV = "PERSONAGRAPH_MEMORY_DIR"
 DEFAULT_MEMORY_DIR = "runs/memory"
-MEMORY_DIR_OPTION = typer.Option(None, "--memory-dir", help=f"Local bank folder (default ${MEMORY_DIR_ENV} or "
-                                 f"{DEFAULT_MEMORY_DIR}).")
-CHROMA_URL_OPTION = typer.Option(None, "--chroma-url", help="Use a Chroma server instead, e.g. "
-                                 "http://localhost:8000.")
+MEMORY_DIR_OPTION = typer.Option(
+    None, "--memory-dir", help=f"Local bank folder (default ${MEMORY_DIR_ENV} or {DEFAULT_MEMORY_DIR})."
+)
+CHROMA_URL_OPTION = typer.Option(
+    None, "--chroma-url", help="Use a Chroma server instead, e.g. http://localhost:8000."
+)
 COLLECTION_OPTION = typer.Option("memories", "--collection", help="Chroma collection name.")
-EMBEDDING_OPTION = typer.Option(None, "--embedding-model", help="Local sentence-transformers folder (default: "
-                                "the packaged all-MiniLM-L6-v2).")
+EMBEDDING_OPTION = typer.Option(
+    None,
+    "--embedding-model",
+    help="Local sentence-transformers folder (default: the packaged all-MiniLM-L6-v2).",
+)
 
 
-def open_bank(memory_dir: Path | None, chroma_url: str | None, collection: str = "memories",
-              model_path: str | None = None) -> Any:
+def open_bank(
+    memory_dir: Path | None,
+    chroma_url: str | None,
+    collection: str = "memories",
+    model_path: str | None = None,
+) -> Any:
     """The bank named by the flags: a Chroma server when ``--chroma-url`` is given, else a local folder."""
     from personagraph.memory.bank import MemoryBank
 
@@ -87,8 +97,15 @@ def add(
     def body() -> None:
         from personagraph.memory.bank import Memory
 
-        memory = Memory(id=memory_id or uuid.uuid4().hex[:12], user_id=user, time=time, scene=scene,
-                        emotion=emotion, event=event, metadata=_meta(meta))
+        memory = Memory(
+            id=memory_id or uuid.uuid4().hex[:12],
+            user_id=user,
+            time=time,
+            scene=scene,
+            emotion=emotion,
+            event=event,
+            metadata=_meta(meta),
+        )
         open_bank(memory_dir, chroma_url, collection, embedding_model).add([memory])
         console.print(memory.id)
 
@@ -97,11 +114,14 @@ def add(
 
 @memory_app.command("import")
 def import_(
-    file: Path = typer.Argument(..., help="JSONL: our memories, or MADial's {\"<id>\": {...}} lines."),
+    file: Path = typer.Argument(..., help='JSONL: our memories, or MADial\'s {"<id>": {...}} lines.'),
     fmt: str = typer.Option("auto", "--format", help="auto, personagraph or madial."),
     user: str | None = typer.Option(None, "--user", help="User of every line (MADial lines carry none)."),
-    madial_split: int | None = typer.Option(None, "--madial-split", help="MADial file of two users: lines "
-                                            "1..N are user 1, the rest user 2 (English set: 76)."),
+    madial_split: int | None = typer.Option(
+        None,
+        "--madial-split",
+        help="MADial file of two users: lines 1..N are user 1, the rest user 2 (English set: 76).",
+    ),
     replace: bool = typer.Option(False, "--replace", help="Overwrite memories whose id exists."),
     memory_dir: Path | None = MEMORY_DIR_OPTION,
     chroma_url: str | None = CHROMA_URL_OPTION,
@@ -145,8 +165,12 @@ def search(
     text: str = typer.Argument(..., help="What the user just said (or a whole context)."),
     user: str = typer.Option(..., "--user", help="Whose memories to search."),
     k: int = typer.Option(5, "--k", min=1, help="How many memories."),
-    method: str = typer.Option("fusion", "--method", help="dense, bm25, hybrid, proactive, multiview, fusion."),
-    emotion: str | None = typer.Option(None, "--emotion", help="The user's emotion, if known (proactive cue)."),
+    method: str = typer.Option(
+        "fusion", "--method", help="dense, bm25, hybrid, proactive, multiview, fusion."
+    ),
+    emotion: str | None = typer.Option(
+        None, "--emotion", help="The user's emotion, if known (proactive cue)."
+    ),
     scene: str | None = typer.Option(None, "--scene", help="The scene, if known (proactive cue)."),
     memory_dir: Path | None = MEMORY_DIR_OPTION,
     chroma_url: str | None = CHROMA_URL_OPTION,
@@ -165,8 +189,9 @@ def search(
         name = names[0]
         bank = open_bank(memory_dir, chroma_url, collection, embedding_model)
         context = DialogueContext(turns=[Turn(speaker="User", text=text)])
-        found = await Recaller(bank, RecallSettings(method=name)).recall(user, context, k, emotion=emotion,
-                                                                        scene=scene)
+        found = await Recaller(bank, RecallSettings(method=name)).recall(
+            user, context, k, emotion=emotion, scene=scene
+        )
         table = Table(title=f"memories of {user} ({name})")
         for column in ("id", "score", "time", "emotion", "event"):
             table.add_column(column, justify="right" if column == "score" else "left")
@@ -216,15 +241,27 @@ def retrieval_table(scores: dict[str, Any], ks: list[int]) -> Table:
 def eval_retrieval(
     dialogues: Path = typer.Option(..., "--dialogues", help="MADial dialogue file (JSONL)."),
     memories: Path = typer.Option(..., "--memories", help="MADial memory file (JSONL) or ours."),
-    method: str = typer.Option("fusion", "--method", help="Comma-separated: dense, bm25, hybrid, proactive, "
-                               "multiview, fusion, or all."),
+    method: str = typer.Option(
+        "fusion",
+        "--method",
+        help="Comma-separated: dense, bm25, hybrid, proactive, multiview, fusion, or all.",
+    ),
     ks: str = typer.Option("1,3,5,10", "--k", help="Cut-offs, comma-separated."),
-    save_rankings: Path | None = typer.Option(None, "--save-rankings", help="Write one JSON line per query "
-                                              "(query_index, user_id, relevant_ids, ranked_ids top 10); with "
-                                              "several methods, one file per method (FILE.<method>.jsonl)."),
-    madial_split: int | None = typer.Option(None, "--madial-split", help="Lines 1..N of a MADial memory file "
-                                            "are user 1's (default 76, the English set)."),
-    memory_dir: Path | None = typer.Option(None, "--memory-dir", help="Keep the bank here (default: temporary)."),
+    save_rankings: Path | None = typer.Option(
+        None,
+        "--save-rankings",
+        help="Write one JSON line per query "
+        "(query_index, user_id, relevant_ids, ranked_ids top 10); with "
+        "several methods, one file per method (FILE.<method>.jsonl).",
+    ),
+    madial_split: int | None = typer.Option(
+        None,
+        "--madial-split",
+        help="Lines 1..N of a MADial memory file are user 1's (default 76, the English set).",
+    ),
+    memory_dir: Path | None = typer.Option(
+        None, "--memory-dir", help="Keep the bank here (default: temporary)."
+    ),
     embedding_model: str | None = EMBEDDING_OPTION,
 ) -> None:
     """Score memory recall on MADial-Bench files (the paper's protocol: one query per dialogue)."""
@@ -232,18 +269,17 @@ def eval_retrieval(
     def body() -> None:
         from personagraph.memory.bank import read_memories
         from personagraph.memory.evaluation import evaluate_retrieval, write_rankings
-        from personagraph.memory.madial import load_dialogues, load_memories
+        from personagraph.memory.madial import facts, load_dialogues
 
         methods, cutoffs = parse_methods(method), parse_ks(ks)
         dialogue_rows = load_dialogues(dialogues)
-        try:
-            memory_rows = load_memories(memories, split=madial_split)
-        except PersonagraphError:
-            memory_rows = read_memories(memories, fmt="personagraph")
+        split = facts()["memory_split"] if madial_split is None else madial_split
+        memory_rows = read_memories(memories, fmt="auto", madial_split=split)
         if embedding_model:
             os.environ["PERSONAGRAPH_EMBEDDING_MODEL"] = embedding_model
-        result = evaluate_retrieval(dialogue_rows, memory_rows, methods, ks=cutoffs, memory_dir=memory_dir,
-                                    source=str(dialogues))
+        result = evaluate_retrieval(
+            dialogue_rows, memory_rows, methods, ks=cutoffs, memory_dir=memory_dir, source=str(dialogues)
+        )
         console.print(retrieval_table(result.scores, cutoffs))
         if save_rankings:
             for name in methods:
@@ -256,13 +292,16 @@ def eval_retrieval(
 
 @memory_app.command("eval-dialogue")
 def eval_dialogue(
-    setting: int = typer.Option(..., "--setting", min=1, max=3, help="1: gold memory; 2: gold + 4 negatives; "
-                                "3: top-5 retrieved."),
+    setting: int = typer.Option(
+        ..., "--setting", min=1, max=3, help="1: gold memory; 2: gold + 4 negatives; 3: top-5 retrieved."
+    ),
     model: str = typer.Option(..., "--model", help="Responder model spec (test:…, local:…, openai:…)."),
     judge: str = typer.Option(..., "--judge", help="Judge model spec."),
     dialogues: Path = typer.Option(..., "--dialogues", help="MADial dialogue file."),
     memories: Path = typer.Option(..., "--memories", help="MADial memory file."),
-    run_dir: Path = typer.Option(Path("runs/madial-dialogue"), "--run-dir", help="Run directory (resumable)."),
+    run_dir: Path = typer.Option(
+        Path("runs/madial-dialogue"), "--run-dir", help="Run directory (resumable)."
+    ),
     seed: int = typer.Option(1991, "--seed", help="Seed of setting 2's shuffle."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
     method: str = typer.Option("fusion", "--method", help="Retriever for settings 2 (negatives) and 3."),
@@ -276,8 +315,9 @@ def eval_dialogue(
         if len(names) != 1:
             raise PersonagraphError("--method: give one retriever")
         name = names[0]
-        config = DialogueEvalConfig(setting=setting, model=model, judge=judge, seed=seed, limit=limit,
-                                    method=name)
+        config = DialogueEvalConfig(
+            setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name
+        )
         summary = await run_dialogue_eval(config, dialogues, memories, run_dir)
         console.print(render_summary(summary))
 

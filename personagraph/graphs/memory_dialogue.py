@@ -117,8 +117,9 @@ def _dialogue(state: MemoryDialogueState) -> DialogueContext:
     return DialogueContext(turns=[Turn(**t) for t in state.get("turns", [])])
 
 
-def render_dialogue(context: DialogueContext, *, assistant: str = ASSISTANT, user_name: str = "User",
-                    limit: int = 16) -> str:
+def render_dialogue(
+    context: DialogueContext, *, assistant: str = ASSISTANT, user_name: str = "User", limit: int = 16
+) -> str:
     """``Speaker: text`` lines of the last ``limit`` turns."""
     lines = []
     for t in context.turns[-limit:]:
@@ -130,7 +131,8 @@ def render_dialogue(context: DialogueContext, *, assistant: str = ASSISTANT, use
 def render_memories(memories: list[dict[str, Any]]) -> str:
     """Numbered memory lines (1-based) with time and emotion."""
     return "\n".join(
-        f"{i + 1}. ({m.get('time') or 'some time ago'}; {m.get('emotion') or 'no emotion noted'}) {m['event']}"
+        f"{i + 1}. ({m.get('time') or 'some time ago'}; {m.get('emotion') or 'no emotion noted'}) "
+        f"{m['event']}"
         for i, m in enumerate(memories)
     )
 
@@ -184,8 +186,11 @@ async def recognize(state: MemoryDialogueState, runtime: Runtime[MemoryDialogueC
         return {"chosen": None, "recognition_error": None}
     user_name = state.get("user_name") or "the user"
     messages = load_prompt("memory_recognize").messages(
-        assistant=ASSISTANT, user_name=user_name, user_profile=state.get("user_profile", ""),
-        date=state.get("date") or "today", dialogue=render_dialogue(_dialogue(state), user_name=user_name),
+        assistant=ASSISTANT,
+        user_name=user_name,
+        user_profile=state.get("user_profile", ""),
+        date=state.get("date") or "today",
+        dialogue=render_dialogue(_dialogue(state), user_name=user_name),
         memories=render_memories(candidates),
     )
     reply = await (ctx.recognizer or ctx.responder).structured(messages, Recognition)
@@ -203,15 +208,20 @@ async def respond(state: MemoryDialogueState, runtime: Runtime[MemoryDialogueCon
     chosen = state.get("chosen")
     if chosen:
         instruction = (
-            f"You share this memory with {user_name}: ({chosen.get('time') or 'some time ago'}) {chosen['event']} "
+            f"You share this memory with {user_name}: ({chosen.get('time') or 'some time ago'}) "
+            f"{chosen['event']} "
             "Bring it up naturally in your reply if it helps; keep its details accurate."
         )
     else:
         instruction = "Reply without bringing up any past event."
     messages = load_prompt("memory_respond").messages(
-        assistant=ASSISTANT, persona=state.get("persona", ""), user_name=user_name,
-        user_profile=state.get("user_profile", ""), date=state.get("date") or "today",
-        memory_instruction=instruction, dialogue=render_dialogue(_dialogue(state), user_name=user_name),
+        assistant=ASSISTANT,
+        persona=state.get("persona", ""),
+        user_name=user_name,
+        user_profile=state.get("user_profile", ""),
+        date=state.get("date") or "today",
+        memory_instruction=instruction,
+        dialogue=render_dialogue(_dialogue(state), user_name=user_name),
     )
     reply = await ctx.responder.complete(messages)
     text = reply.text.strip() if reply.ok else ""
@@ -247,25 +257,42 @@ def compiled_graph() -> Any:
     return _compiled
 
 
-async def run_memory_dialogue(state: MemoryDialogueState, context: MemoryDialogueContext) -> MemoryDialogueState:
+async def run_memory_dialogue(
+    state: MemoryDialogueState, context: MemoryDialogueContext
+) -> MemoryDialogueState:
     """Runs the graph once and returns the final state."""
     return await compiled_graph().ainvoke(state, context=context)
 
 
 # --- writing memories from a session -------------------------------------------------------------------
 async def write_memory(
-    client: ModelClient, bank: MemoryBank, user_id: str, exchange: list[dict[str, str]], *,
-    user_name: str = "The user", time: str = "",
+    client: ModelClient,
+    bank: MemoryBank,
+    user_id: str,
+    exchange: list[dict[str, str]],
+    *,
+    user_name: str = "The user",
+    time: str = "",
 ) -> Memory | None:
     """Summarizes one exchange into a new memory when it holds something worth remembering."""
-    text = "\n".join(f"{'Assistant' if m['role'] == 'assistant' else user_name}: {m['content']}" for m in exchange)
-    reply = await client.structured(load_prompt("memory_write").messages(exchange=text, user_name=user_name),
-                                    MemoryNote)
+    text = "\n".join(
+        f"{'Assistant' if m['role'] == 'assistant' else user_name}: {m['content']}" for m in exchange
+    )
+    reply = await client.structured(
+        load_prompt("memory_write").messages(exchange=text, user_name=user_name), MemoryNote
+    )
     if not reply.ok or reply.value is None or not reply.value.remember or not reply.value.event.strip():
         return None
     note = reply.value
-    memory = Memory(id=uuid.uuid4().hex[:12], user_id=user_id, time=time, scene=note.scene, emotion=note.emotion,
-                    event=note.event.strip(), metadata={"source": "session"})
+    memory = Memory(
+        id=uuid.uuid4().hex[:12],
+        user_id=user_id,
+        time=time,
+        scene=note.scene,
+        emotion=note.emotion,
+        event=note.event.strip(),
+        metadata={"source": "session"},
+    )
     await asyncio.to_thread(bank.add, [memory])
     return memory
 
@@ -280,8 +307,16 @@ class MemoryAgent:
         writer: when given, each exchange worth remembering is written to the bank after the reply.
     """
 
-    def __init__(self, context: MemoryDialogueContext, user_id: str, *, user_name: str = "User",
-                 user_profile: str = "", date: str = "", writer: ModelClient | None = None) -> None:
+    def __init__(
+        self,
+        context: MemoryDialogueContext,
+        user_id: str,
+        *,
+        user_name: str = "User",
+        user_profile: str = "",
+        date: str = "",
+        writer: ModelClient | None = None,
+    ) -> None:
         self.context = context
         self.user_id = user_id
         self.user_name = user_name
@@ -293,8 +328,12 @@ class MemoryAgent:
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
         state: MemoryDialogueState = {
-            "user_id": self.user_id, "user_name": self.user_name, "user_profile": self.user_profile,
-            "persona": persona, "date": self.date, "messages": messages,
+            "user_id": self.user_id,
+            "user_name": self.user_name,
+            "user_profile": self.user_profile,
+            "persona": persona,
+            "date": self.date,
+            "messages": messages,
         }
         final = await run_memory_dialogue(state, self.context)
         self.last_state = final
@@ -302,8 +341,14 @@ class MemoryAgent:
             return Completion(status="failed", error=final.get("error") or "no reply")
         if self.writer is not None and self.context.bank is not None and messages:
             exchange = [*messages[-1:], {"role": "assistant", "content": final["reply"]}]
-            await write_memory(self.writer, self.context.bank, self.user_id, exchange, user_name=self.user_name,
-                               time=self.date)
+            await write_memory(
+                self.writer,
+                self.context.bank,
+                self.user_id,
+                exchange,
+                user_name=self.user_name,
+                time=self.date,
+            )
         return Completion(status="ok", text=final["reply"])
 
 
@@ -317,8 +362,14 @@ class _EnvMemoryAgent:
 
     name = "memory-agent"
 
-    _KEYS = ("PERSONAGRAPH_MEMORY_MODEL", "PERSONAGRAPH_CHROMA_URL", "PERSONAGRAPH_MEMORY_DIR",
-             "PERSONAGRAPH_MEMORY_USER", "PERSONAGRAPH_MEMORY_USER_NAME", "PERSONAGRAPH_MEMORY_WRITE")
+    _KEYS = (
+        "PERSONAGRAPH_MEMORY_MODEL",
+        "PERSONAGRAPH_CHROMA_URL",
+        "PERSONAGRAPH_MEMORY_DIR",
+        "PERSONAGRAPH_MEMORY_USER",
+        "PERSONAGRAPH_MEMORY_USER_NAME",
+        "PERSONAGRAPH_MEMORY_WRITE",
+    )
 
     def __init__(self) -> None:
         self._agent: MemoryAgent | None = None
@@ -330,13 +381,18 @@ class _EnvMemoryAgent:
         spec = os.environ.get("PERSONAGRAPH_MEMORY_MODEL")
         if not spec:
             raise PersonagraphError("set PERSONAGRAPH_MEMORY_MODEL to the memory agent's model spec")
-        location = os.environ.get("PERSONAGRAPH_CHROMA_URL") or os.environ.get("PERSONAGRAPH_MEMORY_DIR",
-                                                                                  "runs/memory")
+        location = os.environ.get("PERSONAGRAPH_CHROMA_URL") or os.environ.get(
+            "PERSONAGRAPH_MEMORY_DIR", "runs/memory"
+        )
         responder = ModelClient.create(spec, "memory_responder", temperature=0.7, max_tokens=256)
         context = MemoryDialogueContext(responder=responder, bank=MemoryBank(location))
         writer = responder if os.environ.get("PERSONAGRAPH_MEMORY_WRITE") == "1" else None
-        return MemoryAgent(context, os.environ.get("PERSONAGRAPH_MEMORY_USER", "user"),
-                           user_name=os.environ.get("PERSONAGRAPH_MEMORY_USER_NAME", "User"), writer=writer)
+        return MemoryAgent(
+            context,
+            os.environ.get("PERSONAGRAPH_MEMORY_USER", "user"),
+            user_name=os.environ.get("PERSONAGRAPH_MEMORY_USER_NAME", "User"),
+            writer=writer,
+        )
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
         config = tuple(os.environ.get(k) for k in self._KEYS)

@@ -33,7 +33,12 @@ DocumentFormat = Literal["event", "madial"]
 ExportFormat = Literal["personagraph", "madial"]
 _FIELDS = ("time", "scene", "emotion", "event")
 # HNSW defaults: cosine space; ef_search raised from Chroma's 100 so filtered top-k stays exact-like.
-DEFAULT_HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+DEFAULT_HNSW: dict[str, Any] = {
+    "space": "cosine",
+    "ef_construction": 200,
+    "ef_search": 200,
+    "max_neighbors": 32,
+}
 
 
 class Memory(BaseModel):
@@ -94,8 +99,13 @@ def _metadata(memory: Memory) -> dict[str, Any]:
 def _memory(meta: dict[str, Any]) -> Memory:
     extra = meta.get("extra") or "{}"
     return Memory(
-        id=meta["memory_id"], user_id=meta["user_id"], time=meta.get("time", ""), scene=meta.get("scene", ""),
-        emotion=meta.get("emotion", ""), event=meta["event"], metadata=json.loads(extra),
+        id=meta["memory_id"],
+        user_id=meta["user_id"],
+        time=meta.get("time", ""),
+        scene=meta.get("scene", ""),
+        emotion=meta.get("emotion", ""),
+        event=meta["event"],
+        metadata=json.loads(extra),
     )
 
 
@@ -112,7 +122,9 @@ def make_client(location: str | Path) -> Any:
             raise PersonagraphError(f"--chroma-url {text}: expected http://host:port")
         port = url.port or (443 if url.scheme == "https" else 8000)
         try:
-            return chromadb.HttpClient(host=url.hostname, port=port, ssl=url.scheme == "https", settings=settings)
+            return chromadb.HttpClient(
+                host=url.hostname, port=port, ssl=url.scheme == "https", settings=settings
+            )
         except Exception as exc:  # noqa: BLE001 - connection problems are the user's to fix
             raise PersonagraphError(f"cannot reach the Chroma server at {text}: {exc}") from None
     path = Path(text)
@@ -154,8 +166,11 @@ class MemoryBank:
         try:
             self._settings = self.client.get_or_create_collection(
                 collection,
-                metadata={"personagraph_bank": 1, "document_format": document_format,
-                          "embedding_model": model_path or "default"},
+                metadata={
+                    "personagraph_bank": 1,
+                    "document_format": document_format,
+                    "embedding_model": model_path or "default",
+                },
                 embedding_function=self._embedding,
             )
         except Exception as exc:  # noqa: BLE001 - chroma's validation errors are user errors here
@@ -183,7 +198,8 @@ class MemoryBank:
         try:
             if create:
                 col = self.client.get_or_create_collection(
-                    name, configuration={"hnsw": dict(self._hnsw)},
+                    name,
+                    configuration={"hnsw": dict(self._hnsw)},
                     metadata={"personagraph_bank": self.name, "user_id": user_id},
                     embedding_function=self._embedding,
                 )
@@ -244,7 +260,9 @@ class MemoryBank:
         for user_id, ids in by_user.items():
             existing = self._existing(user_id, ids)
             if existing:
-                raise PersonagraphError(f"memory {min(existing)} of user {user_id} already exists (use update)")
+                raise PersonagraphError(
+                    f"memory {min(existing)} of user {user_id} already exists (use update)"
+                )
         self._write(list(memories), embeddings, mode="add")
 
     def upsert(self, memories: Sequence[Memory], embeddings: np.ndarray | None = None) -> None:
@@ -314,7 +332,11 @@ class MemoryBank:
                 for i, meta in enumerate(metas):
                     if meta.get("user_id") != uid:
                         continue  # defense in depth: never hand out another user's memory
-                    emb = np.asarray(embs[i], dtype=np.float32) if with_embeddings and embs is not None else None
+                    emb = (
+                        np.asarray(embs[i], dtype=np.float32)
+                        if with_embeddings and embs is not None
+                        else None
+                    )
                     hits.append(Hit(_memory(meta), 0.0, emb))
                 if len(metas) < page:
                     break
@@ -353,7 +375,9 @@ class MemoryBank:
         col = self._user_collection(user_id, create=False)
         if n <= 0 or queries.shape[0] == 0 or col is None:
             return [[] for _ in range(queries.shape[0])]
-        got = col.query(query_embeddings=queries, n_results=n, include=["metadatas", "distances", "embeddings"])
+        got = col.query(
+            query_embeddings=queries, n_results=n, include=["metadatas", "distances", "embeddings"]
+        )
         out: list[list[Hit]] = []
         for row in range(queries.shape[0]):
             metas = got["metadatas"][row] if got["metadatas"] else []
@@ -374,8 +398,13 @@ class MemoryBank:
 
     # --- files ------------------------------------------------------------------------------------
     def import_file(
-        self, path: str | Path, *, fmt: Literal["auto", "personagraph", "madial"] = "auto",
-        user_id: str | None = None, madial_split: int | None = None, replace: bool = False,
+        self,
+        path: str | Path,
+        *,
+        fmt: Literal["auto", "personagraph", "madial"] = "auto",
+        user_id: str | None = None,
+        madial_split: int | None = None,
+        replace: bool = False,
     ) -> int:
         """Imports memories from a JSONL file (see :func:`read_memories`); returns how many."""
         memories = read_memories(path, fmt=fmt, user_id=user_id, madial_split=madial_split)
@@ -385,7 +414,9 @@ class MemoryBank:
             self.add(memories)
         return len(memories)
 
-    def export_file(self, path: str | Path, *, fmt: ExportFormat = "personagraph", user_id: str | None = None) -> int:
+    def export_file(
+        self, path: str | Path, *, fmt: ExportFormat = "personagraph", user_id: str | None = None
+    ) -> int:
         """Writes memories as JSONL, ours (one Memory per line) or MADial's (``{"<id>": {...}}``)."""
         memories = self.memories(user_id)
         lines = [json.dumps(_export_row(m, fmt), ensure_ascii=False) for m in memories]
@@ -420,14 +451,19 @@ def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _is_madial_row(row: Any) -> bool:
     return (
-        isinstance(row, dict) and len(row) == 1 and isinstance(next(iter(row.values())), dict)
+        isinstance(row, dict)
+        and len(row) == 1
+        and isinstance(next(iter(row.values())), dict)
         and "event" in next(iter(row.values()))
     )
 
 
 def read_memories(
-    path: str | Path, *, fmt: Literal["auto", "personagraph", "madial"] = "auto",
-    user_id: str | None = None, madial_split: int | None = None,
+    path: str | Path,
+    *,
+    fmt: Literal["auto", "personagraph", "madial"] = "auto",
+    user_id: str | None = None,
+    madial_split: int | None = None,
 ) -> list[Memory]:
     """Reads a memory JSONL file: ours (one :class:`Memory` object per line) or MADial's.
 
@@ -459,7 +495,9 @@ def read_memories(
                     raise ValueError("MADial memories carry no user: give a user id (or the MADial split)")
                 extra = {k: v for k, v in fields.items() if k not in _FIELDS}
                 memory = Memory(
-                    id=memory_id, user_id=owner, metadata=extra,
+                    id=memory_id,
+                    user_id=owner,
+                    metadata=extra,
                     **{k: str(fields.get(k, "")) for k in _FIELDS},
                 )
             else:

@@ -74,8 +74,11 @@ def parse_lines(lines: list[str], *, assistant: str = ASSISTANT) -> list[Turn]:
     due: the opposite of the previous turn's.
     """
     turns: list[Turn] = []
-    users = [m.group(1) for line in lines if (m := _TAGGED.match(line.strip())) and m.group(1) not in
-             (assistant, "None")]
+    users = [
+        m.group(1)
+        for line in lines
+        if (m := _TAGGED.match(line.strip())) and m.group(1) not in (assistant, "None")
+    ]
     user = users[0] if users else "User"
     for line in lines:
         stripped = line.strip()
@@ -93,13 +96,18 @@ def parse_lines(lines: list[str], *, assistant: str = ASSISTANT) -> list[Turn]:
 
 def context_from_lines(lines: list[str], *, assistant: str = ASSISTANT) -> DialogueContext:
     """A context from MADial-style lines, keeping their exact concatenation as ``raw``."""
-    return DialogueContext(turns=parse_lines(lines, assistant=assistant), assistant=assistant, raw="".join(lines))
+    return DialogueContext(
+        turns=parse_lines(lines, assistant=assistant), assistant=assistant, raw="".join(lines)
+    )
 
 
 def context_from_messages(messages: list[dict[str, str]], *, user: str = "User") -> DialogueContext:
     """A context from chat messages (``role`` user/assistant, ``content``); system messages are skipped."""
     turns = [
-        Turn(speaker=ASSISTANT if m.get("role") == "assistant" else m.get("name") or user, text=m.get("content", ""))
+        Turn(
+            speaker=ASSISTANT if m.get("role") == "assistant" else m.get("name") or user,
+            text=m.get("content", ""),
+        )
         for m in messages
         if m.get("role") in ("user", "assistant")
     ]

@@ -85,15 +85,22 @@ def _gold_text(memory: Memory) -> str:
     return f"({memory.time}; {memory.emotion}) {memory.event}"
 
 
-async def judge_criterion(client: Any, key: str, *, dialogue: str, response: str, gold: Memory,
-                          user_id: str) -> dict[str, Any]:
+async def judge_criterion(
+    client: Any, key: str, *, dialogue: str, response: str, gold: Memory, user_id: str
+) -> dict[str, Any]:
     """Scores one reply on one criterion: ``{"score": 0..3 | None, "points": [...], "error": ...}``."""
     rubric = load_criterion(key)
     subpoints = "\n".join(f"{i + 1}. {text}" for i, text in enumerate(rubric["subpoints"]))
     messages = load_prompt("memory_judge").messages(
-        criterion=rubric["task"], description=rubric["criterion"].strip(), subpoints=subpoints,
-        guidance=rubric.get("guidance", "").strip(), user_name=user_name(user_id), user_profile=user_profile(user_id),
-        gold_memory=_gold_text(gold), dialogue=dialogue, response=response,
+        criterion=rubric["task"],
+        description=rubric["criterion"].strip(),
+        subpoints=subpoints,
+        guidance=rubric.get("guidance", "").strip(),
+        user_name=user_name(user_id),
+        user_profile=user_profile(user_id),
+        gold_memory=_gold_text(gold),
+        dialogue=dialogue,
+        response=response,
     )
     reply = await client.structured(messages, SubpointReply)
     if not reply.ok or reply.value is None:
@@ -108,7 +115,10 @@ async def judge_intimacy(client: Any, *, dialogue: str, candidates: list[str], u
     listed = "\n".join(f"{i + 1}. {text}" for i, text in enumerate(candidates))
     messages = load_prompt("memory_intimacy").messages(
         description=f"{rubric['criterion'].strip()} {rubric.get('guidance', '').strip()}",
-        user_name=user_name(user_id), user_profile=user_profile(user_id), dialogue=dialogue, candidates=listed,
+        user_name=user_name(user_id),
+        user_profile=user_profile(user_id),
+        dialogue=dialogue,
+        candidates=listed,
     )
     reply = await client.structured(messages, PickReply)
     if not reply.ok or reply.value is None or not 1 <= reply.value.best <= len(candidates):
@@ -116,8 +126,9 @@ async def judge_intimacy(client: Any, *, dialogue: str, candidates: list[str], u
     return reply.value.best - 1
 
 
-def _candidates(config: DialogueEvalConfig, d: MadialDialogue, ranked: list[str], pool: dict[str, Memory]
-                ) -> list[Memory]:
+def _candidates(
+    config: DialogueEvalConfig, d: MadialDialogue, ranked: list[str], pool: dict[str, Memory]
+) -> list[Memory]:
     if config.setting == 1:
         return [pool[d.gold_id]]
     if config.setting == 2:
@@ -125,8 +136,9 @@ def _candidates(config: DialogueEvalConfig, d: MadialDialogue, ranked: list[str]
     return setting3_candidates(ranked, pool, 5)
 
 
-async def run_dialogue_eval(config: DialogueEvalConfig, dialogues_path: str | Path, memories_path: str | Path,
-                            run_dir: str | Path) -> dict[str, Any]:
+async def run_dialogue_eval(
+    config: DialogueEvalConfig, dialogues_path: str | Path, memories_path: str | Path, run_dir: str | Path
+) -> dict[str, Any]:
     """Runs (or resumes) one setting and returns the summary (also stored as ``madial_summary``)."""
     from personagraph.graphs.memory_dialogue import (
         MemoryDialogueContext,
@@ -152,7 +164,9 @@ async def run_dialogue_eval(config: DialogueEvalConfig, dialogues_path: str | Pa
     bank = await asyncio.to_thread(MemoryBank, Path(run_dir) / "memory")
     await asyncio.to_thread(bank.upsert, memories)
     recaller = Recaller(bank, RecallSettings(method=config.method))  # type: ignore[arg-type]
-    responder = ModelClient.create(config.model, "memory_responder", store=store, temperature=0.7, max_tokens=256)
+    responder = ModelClient.create(
+        config.model, "memory_responder", store=store, temperature=0.7, max_tokens=256
+    )
     judge = ModelClient.create(config.judge, "memory_judge", store=store, temperature=0.0, max_tokens=300)
     context = MemoryDialogueContext(responder=responder, bank=bank)
     date = facts().get("conversation_date", "")
@@ -164,25 +178,48 @@ async def run_dialogue_eval(config: DialogueEvalConfig, dialogues_path: str | Pa
             return
         async with gate:
             cands = _candidates(config, d, ranked, pools[d.user_id])
-            state = {"user_id": d.user_id, "user_name": user_name(d.user_id), "user_profile": user_profile(d.user_id),
-                     "persona": "", "date": date, "lines": d.lines[:turn],
-                     "candidates": [m.model_dump() for m in cands]}
+            state = {
+                "user_id": d.user_id,
+                "user_name": user_name(d.user_id),
+                "user_profile": user_profile(d.user_id),
+                "persona": "",
+                "date": date,
+                "lines": d.lines[:turn],
+                "candidates": [m.model_dump() for m in cands],
+            }
             final = await run_memory_dialogue(state, context)  # type: ignore[arg-type]
             chosen = (final.get("chosen") or {}).get("id")
-            response = {"key": key, "dialogue": d.index, "turn": turn, "user_id": d.user_id,
-                        "candidate_ids": [m.id for m in cands], "chosen_id": chosen,
-                        "reply": final.get("reply", ""), "status": final.get("status"), "error": final.get("error"),
-                        "reference": d.reference(turn)}
+            response = {
+                "key": key,
+                "dialogue": d.index,
+                "turn": turn,
+                "user_id": d.user_id,
+                "candidate_ids": [m.id for m in cands],
+                "chosen_id": chosen,
+                "reply": final.get("reply", ""),
+                "status": final.get("status"),
+                "error": final.get("error"),
+                "reference": d.reference(turn),
+            }
             store.put("madial_response", key, response, unit=str(d.index))
-            verdict: dict[str, Any] = {"key": key, "status": response["status"], "scores": {}, "intimacy_win": None}
+            verdict: dict[str, Any] = {
+                "key": key,
+                "status": response["status"],
+                "scores": {},
+                "intimacy_win": None,
+            }
             if response["status"] == "ok":
                 text = render_dialogue(context_from_lines(d.lines[:turn]), user_name=user_name(d.user_id))
                 gold = pools[d.user_id][d.gold_id]
-                results = await asyncio.gather(*(
-                    judge_criterion(judge, c, dialogue=text, response=response["reply"], gold=gold, user_id=d.user_id)
-                    for c in CRITERIA
-                ))
-                verdict["scores"] = dict(zip(CRITERIA, results))
+                results = await asyncio.gather(
+                    *(
+                        judge_criterion(
+                            judge, c, dialogue=text, response=response["reply"], gold=gold, user_id=d.user_id
+                        )
+                        for c in CRITERIA
+                    )
+                )
+                verdict["scores"] = dict(zip(CRITERIA, results, strict=True))
                 order = [response["reply"], response["reference"]]
                 flip = random.Random(f"{config.seed}:{key}").random() < 0.5
                 shown = order[::-1] if flip else order
@@ -220,8 +257,12 @@ def summarize(verdicts: list[dict[str, Any]], config: DialogueEvalConfig) -> dic
     wins = [v["intimacy_win"] for v in ok if v.get("intimacy_win") is not None]
     n = len(verdicts)
     return {
-        "setting": config.setting, "model": config.model, "judge": config.judge, "turns": n,
-        "failed_replies": n - len(ok), "criteria": means,
+        "setting": config.setting,
+        "model": config.model,
+        "judge": config.judge,
+        "turns": n,
+        "failed_replies": n - len(ok),
+        "criteria": means,
         "intimacy_win_rate": sum(wins) / len(wins) if wins else None,
         "chose_memory": sum(v["chose_memory"] for v in verdicts) / n if n else None,
         "recognized_gold": sum(v["recognized_gold"] for v in verdicts) / n if n else None,
@@ -231,8 +272,10 @@ def summarize(verdicts: list[dict[str, Any]], config: DialogueEvalConfig) -> dic
 
 def render_summary(summary: dict[str, Any]) -> Table:
     """The summary as a table (criteria 0–3, rates 0–1)."""
-    table = Table(title=f"MADial setting {summary['setting']}: {summary['model']} judged by {summary['judge']}",
-                  caption=f"{summary['turns']} test turns, {summary['failed_replies']} failed replies")
+    table = Table(
+        title=f"MADial setting {summary['setting']}: {summary['model']} judged by {summary['judge']}",
+        caption=f"{summary['turns']} test turns, {summary['failed_replies']} failed replies",
+    )
     table.add_column("measure")
     table.add_column("value", justify="right")
     for c, value in summary["criteria"].items():

@@ -78,10 +78,13 @@ def encode(texts: list[str], *, model_path: str | None = None, batch_size: int =
     if missing:
         encoder = load_encoder(path)
         vectors = encoder.encode(
-            missing, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+            missing,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
             convert_to_numpy=True,
         )
-        fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32)))
+        fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
         found.update(fresh)
         with _lock:
             if len(_cache) + len(fresh) > CACHE_SIZE:

@@ -17,13 +17,28 @@ from personagraph.memory.embeddings import encode
 
 # Label (lower case) → class. Unknown labels are their own class.
 EMOTION_CLASS: dict[str, str] = {
-    "happy": "happy", "joy": "happy", "joyful": "happy", "excited": "happy", "anticipation": "happy",
-    "proud": "happy", "grateful": "happy",
-    "neutral": "neutral", "calm": "neutral",
-    "anxious": "anxious", "anxiety": "anxious", "fear": "anxious", "nervous": "anxious", "worried": "anxious",
+    "happy": "happy",
+    "joy": "happy",
+    "joyful": "happy",
+    "excited": "happy",
+    "anticipation": "happy",
+    "proud": "happy",
+    "grateful": "happy",
+    "neutral": "neutral",
+    "calm": "neutral",
+    "anxious": "anxious",
+    "anxiety": "anxious",
+    "fear": "anxious",
+    "nervous": "anxious",
+    "worried": "anxious",
     "scared": "anxious",
-    "sad": "sad", "disappointed": "sad", "frustrated": "sad", "lonely": "sad", "upset": "sad",
-    "angry": "angry", "annoyed": "angry",
+    "sad": "sad",
+    "disappointed": "sad",
+    "frustrated": "sad",
+    "lonely": "sad",
+    "upset": "sad",
+    "angry": "angry",
+    "annoyed": "angry",
 }
 EMOTION_PROTOTYPES: dict[str, str] = {
     "happy": "I feel happy, excited and joyful.",
@@ -64,7 +79,9 @@ def prototype_vectors(texts: list[str], model_path: str | None = None) -> np.nda
     return np.stack([_prototype_vector(t, model_path) for t in texts])
 
 
-def emotion_affinity(turn_vectors: np.ndarray, labels: list[str], model_path: str | None = None) -> np.ndarray:
+def emotion_affinity(
+    turn_vectors: np.ndarray, labels: list[str], model_path: str | None = None
+) -> np.ndarray:
     """For each memory emotion label: the best cosine between a user turn and the label's prototype."""
     if len(labels) == 0:
         return np.zeros(0, dtype=np.float32)
@@ -79,8 +96,10 @@ def detect_emotion(turn_vectors: np.ndarray, model_path: str | None = None) -> t
     names = list(EMOTION_PROTOTYPES)
     if turn_vectors.size == 0:
         return "neutral", {name: 0.0 for name in names}
-    sims = (prototype_vectors([EMOTION_PROTOTYPES[n] for n in names], model_path) @ turn_vectors.T).max(axis=1)
-    scores = {name: float(s) for name, s in zip(names, sims)}
+    sims = (prototype_vectors([EMOTION_PROTOTYPES[n] for n in names], model_path) @ turn_vectors.T).max(
+        axis=1
+    )
+    scores = {name: float(s) for name, s in zip(names, sims, strict=True)}
     return max(scores, key=scores.__getitem__), scores
 
 
@@ -90,5 +109,5 @@ def detect_scene(turn_vectors: np.ndarray, model_path: str | None = None) -> tup
     if turn_vectors.size == 0:
         return "Others", {name: 0.0 for name in names}
     sims = (prototype_vectors([SCENE_PROTOTYPES[n] for n in names], model_path) @ turn_vectors.T).mean(axis=1)
-    scores = {name: float(s) for name, s in zip(names, sims)}
+    scores = {name: float(s) for name, s in zip(names, sims, strict=True)}
     return max(scores, key=scores.__getitem__), scores

@@ -71,14 +71,23 @@ def evaluate_retrieval(
         for method in methods:
             chosen = base.model_copy(update={"method": method})
             rows = []
-            for d, c in zip(dialogues, cands):
+            for d, c in zip(dialogues, cands, strict=True):
                 if not c.memories:
-                    rows.append(QueryRanking(query_index=d.index, user_id=d.user_id, relevant_ids=d.relevant_ids,
-                                             ranked_ids=[]))
+                    rows.append(
+                        QueryRanking(
+                            query_index=d.index, user_id=d.user_id, relevant_ids=d.relevant_ids, ranked_ids=[]
+                        )
+                    )
                     continue
                 order = np.argsort(-fuse(c, chosen), kind="stable")[:depth]
-                rows.append(QueryRanking(query_index=d.index, user_id=d.user_id, relevant_ids=d.relevant_ids,
-                                         ranked_ids=[c.memories[i].id for i in order]))
+                rows.append(
+                    QueryRanking(
+                        query_index=d.index,
+                        user_id=d.user_id,
+                        relevant_ids=d.relevant_ids,
+                        ranked_ids=[c.memories[i].id for i in order],
+                    )
+                )
             rankings[method] = rows
             scores[method] = evaluate_rankings([(r.relevant_ids, r.ranked_ids) for r in rows], ks)
     return RetrievalRun(scores=scores, rankings=rankings)

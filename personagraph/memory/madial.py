@@ -105,12 +105,17 @@ def load_dialogues(path: str | Path) -> list[MadialDialogue]:
         lines, turns, relevant = row["dialogue"], row["test-turn"], row["relevant-id"]
         if not (isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines)):
             raise PersonagraphError(f"{where}: 'dialogue' must be a non-empty list of strings")
-        if not (isinstance(turns, list) and turns and all(isinstance(t, int) and not isinstance(t, bool)
-                                                          for t in turns)):
+        if not (
+            isinstance(turns, list)
+            and turns
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in turns)
+        ):
             raise PersonagraphError(f"{where}: 'test-turn' must be a non-empty list of integers")
         bad = [t for t in turns if not 0 < t < len(lines)]
         if bad:
-            raise PersonagraphError(f"{where}: test turn {bad[0]} is outside the dialogue (0..{len(lines) - 1})")
+            raise PersonagraphError(
+                f"{where}: test turn {bad[0]} is outside the dialogue (0..{len(lines) - 1})"
+            )
         if not (isinstance(relevant, list) and relevant):
             raise PersonagraphError(f"{where}: 'relevant-id' must be a non-empty list")
         user = row["user-id"]
@@ -118,8 +123,11 @@ def load_dialogues(path: str | Path) -> list[MadialDialogue]:
             raise PersonagraphError(f"{where}: 'user-id' must be an integer or a string")
         dialogues.append(
             MadialDialogue(
-                index=len(dialogues), lines=lines, test_turns=sorted(turns),
-                relevant_ids=list(dict.fromkeys(str(r) for r in relevant)), user_id=str(user),
+                index=len(dialogues),
+                lines=lines,
+                test_turns=sorted(turns),
+                relevant_ids=list(dict.fromkeys(str(r) for r in relevant)),
+                user_id=str(user),
             )
         )
     return dialogues

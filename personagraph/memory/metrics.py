@@ -104,7 +104,8 @@ class RetrievalScores(BaseModel):
 
 
 def evaluate_rankings(
-    rankings: Sequence[tuple[Iterable[str], Sequence[str]]], ks: Sequence[int] = DEFAULT_KS,
+    rankings: Sequence[tuple[Iterable[str], Sequence[str]]],
+    ks: Sequence[int] = DEFAULT_KS,
 ) -> RetrievalScores:
     """Averages every metric at every k over ``(relevant_ids, ranked_ids)`` pairs, ×100."""
     pairs = [(set(map(str, rel)), [str(x) for x in ranked]) for rel, ranked in rankings]

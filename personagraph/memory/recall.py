@@ -17,7 +17,8 @@ Methods:
 - ``hybrid``: dense (prefix) and BM25 fused by reciprocal rank;
 - ``proactive``: dense (prefix) plus the detected emotion (and scene, when given), as a boost or a filter;
 - ``multiview``: every dense view, z-normalized over the candidates and averaged;
-- ``fusion`` (default, best on MADial-Bench): multiview + ``bm25_weight``·z(bm25) + ``emotion_weight``·z(emotion).
+- ``fusion`` (default, best on MADial-Bench): multiview + ``bm25_weight``·z(bm25) +
+  ``emotion_weight``·z(emotion).
 
 Candidates come from Chroma (the top ``candidates`` of each whole-text view, united); when the user has
 no more memories than that, every memory is a candidate and scoring is exact. An optional LLM reranker
@@ -86,7 +87,109 @@ class Candidates:
 
 # --- lexical ------------------------------------------------------------------------------------------
 _STOP = frozenset(
-    ["a", "an", "the", "and", "or", "but", "if", "of", "to", "in", "on", "at", "for", "with", "is", "are", "was", "were", "be", "been", "am", "i", "you", "he", "she", "it", "we", "they", "me", "my", "your", "his", "her", "its", "our", "their", "this", "that", "these", "those", "so", "too", "very", "just", "really", "do", "did", "does", "have", "has", "had", "not", "no", "yes", "oh", "wow", "hey", "what", "how", "why", "when", "where", "who", "which", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "about", "as", "by", "from", "up", "down", "out", "over", "then", "than", "there", "here", "also", "all", "any", "some", "more", "most", "much", "many", "one", "two", "im", "it's", "i'm", "you're", "that's", "don't"]
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "me",
+        "my",
+        "your",
+        "his",
+        "her",
+        "its",
+        "our",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "so",
+        "too",
+        "very",
+        "just",
+        "really",
+        "do",
+        "did",
+        "does",
+        "have",
+        "has",
+        "had",
+        "not",
+        "no",
+        "yes",
+        "oh",
+        "wow",
+        "hey",
+        "what",
+        "how",
+        "why",
+        "when",
+        "where",
+        "who",
+        "which",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "about",
+        "as",
+        "by",
+        "from",
+        "up",
+        "down",
+        "out",
+        "over",
+        "then",
+        "than",
+        "there",
+        "here",
+        "also",
+        "all",
+        "any",
+        "some",
+        "more",
+        "most",
+        "much",
+        "many",
+        "one",
+        "two",
+        "im",
+        "it's",
+        "i'm",
+        "you're",
+        "that's",
+        "don't",
+    ]
 )
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -176,8 +279,10 @@ def fuse(cands: Candidates, settings: RecallSettings) -> np.ndarray:
     multiview = sum((zscore(comp[f"dense.{v}"]) for v in VIEWS), np.zeros(len(cands.memories))) / len(VIEWS)
     if method == "multiview":
         return multiview
-    return multiview + settings.bm25_weight * zscore(comp["bm25"]) + settings.emotion_weight * zscore(
-        comp["emotion"]
+    return (
+        multiview
+        + settings.bm25_weight * zscore(comp["bm25"])
+        + settings.emotion_weight * zscore(comp["emotion"])
     )
 
 
@@ -192,7 +297,11 @@ class Recaller:
     """
 
     def __init__(
-        self, bank: MemoryBank, settings: RecallSettings | None = None, *, reranker: ModelClient | None = None,
+        self,
+        bank: MemoryBank,
+        settings: RecallSettings | None = None,
+        *,
+        reranker: ModelClient | None = None,
     ) -> None:
         self.bank = bank
         self.settings = settings or RecallSettings()
@@ -207,12 +316,16 @@ class Recaller:
         scene: str | None = None,
         needed: set[str] | None = None,
     ) -> Candidates:
-        """Fetches candidates and computes the components a method needs (all of them when ``needed`` is None).
+        """Fetches candidates and computes the components a method needs (``needed`` None: all of them).
 
         ``emotion``/``scene`` given by the caller (e.g. an LLM's detection) replace the offline detection.
         """
         s = self.settings
-        needed = set(needed) if needed is not None else {"bm25", "emotion", "scene", *(f"dense.{v}" for v in VIEWS)}
+        needed = (
+            set(needed)
+            if needed is not None
+            else {"bm25", "emotion", "scene", *(f"dense.{v}" for v in VIEWS)}
+        )
         views = context.views()
         user_turns = context.user_turns() or [views["last_user"]]
         all_turns = context.texts() or [views["all"]]
@@ -242,7 +355,9 @@ class Recaller:
         if "dense.turns_lse" in needed:
             sims = mem_vecs @ user_vecs.T / s.lse_temperature
             top = sims.max(axis=1, keepdims=True) if len(memories) else 0.0
-            comp["dense.turns_lse"] = s.lse_temperature * (np.log(np.exp(sims - top).sum(axis=1)) + np.ravel(top))
+            comp["dense.turns_lse"] = s.lse_temperature * (
+                np.log(np.exp(sims - top).sum(axis=1)) + np.ravel(top)
+            )
         if "dense.turns_max" in needed:
             comp["dense.turns_max"] = (mem_vecs @ all_vecs.T).max(axis=1) if len(memories) else np.zeros(0)
         if "bm25" in needed:
@@ -250,11 +365,17 @@ class Recaller:
         if "emotion" in needed:
             if emotion:
                 cands.emotion = emotion_class(emotion)
-                comp["emotion"] = np.array([float(emotion_class(m.emotion) == cands.emotion) for m in memories])
+                comp["emotion"] = np.array(
+                    [float(emotion_class(m.emotion) == cands.emotion) for m in memories]
+                )
             else:
                 cands.emotion = detect_emotion(user_vecs, self.bank.model_path)[0]
-                comp["emotion"] = emotion_affinity(user_vecs, [m.emotion for m in memories], self.bank.model_path)
-            comp["emotion_match"] = np.array([float(emotion_class(m.emotion) == cands.emotion) for m in memories])
+                comp["emotion"] = emotion_affinity(
+                    user_vecs, [m.emotion for m in memories], self.bank.model_path
+                )
+            comp["emotion_match"] = np.array(
+                [float(emotion_class(m.emotion) == cands.emotion) for m in memories]
+            )
         if "scene" in needed:
             if scene:
                 cands.scene = scene
@@ -276,7 +397,12 @@ class Recaller:
         return out
 
     def rank(
-        self, user_id: str, context: DialogueContext, k: int = 10, *, emotion: str | None = None,
+        self,
+        user_id: str,
+        context: DialogueContext,
+        k: int = 10,
+        *,
+        emotion: str | None = None,
         scene: str | None = None,
     ) -> list[Recalled]:
         """Synchronous recall without reranking: the top ``k`` memories, best first."""
@@ -290,17 +416,23 @@ class Recaller:
         order = np.argsort(-scores, kind="stable")[:k]
         return [
             Recalled(
-                memory=cands.memories[i], score=float(scores[i]),
+                memory=cands.memories[i],
+                score=float(scores[i]),
                 components={name: float(arr[i]) for name, arr in cands.components.items()},
             )
             for i in order
         ]
 
     async def recall(
-        self, user_id: str, context: DialogueContext, k: int = 10, *, emotion: str | None = None,
+        self,
+        user_id: str,
+        context: DialogueContext,
+        k: int = 10,
+        *,
+        emotion: str | None = None,
         scene: str | None = None,
     ) -> list[Recalled]:
-        """The top ``k`` memories of ``user_id`` for ``context``, best first (LLM-reranked when configured)."""
+        """The top ``k`` memories of ``user_id`` for ``context``, best first (LLM-reranked if configured)."""
         depth = max(k, self.settings.rerank_top)
         found = await asyncio.to_thread(self.rank, user_id, context, depth, emotion=emotion, scene=scene)
         if self.settings.rerank_top and self.reranker is not None and len(found) > 1:

@@ -28,14 +28,18 @@ def render_dialogue(context: DialogueContext, limit: int = 12) -> str:
     return "\n".join(f"{t.speaker}: {t.text}" for t in context.turns[-limit:])
 
 
-async def rerank(client: ModelClient, context: DialogueContext, found: list[Recalled], top: int) -> list[Recalled]:
+async def rerank(
+    client: ModelClient, context: DialogueContext, found: list[Recalled], top: int
+) -> list[Recalled]:
     """Reorders the first ``top`` memories by the model's ranking; the rest keep their places.
 
     A failed or incomplete reply is not an error: unranked candidates keep their retrieval order after
     the ranked ones, and a failed call leaves the order unchanged.
     """
     head, tail = found[:top], found[top:]
-    memories = "\n".join(f"{i + 1}. ({r.memory.time}, {r.memory.emotion}) {r.memory.event}" for i, r in enumerate(head))
+    memories = "\n".join(
+        f"{i + 1}. ({r.memory.time}, {r.memory.emotion}) {r.memory.event}" for i, r in enumerate(head)
+    )
     messages = load_prompt("memory_rerank").messages(dialogue=render_dialogue(context), memories=memories)
     reply = await client.structured(messages, RerankReply)
     if not reply.ok or reply.value is None:

@@ -18,11 +18,14 @@ def test_rubrics_are_three_subpoints_or_pick_best() -> None:
 
 
 @pytest.mark.parametrize("setting", [1, 2, 3])
-async def test_settings_run_judge_and_resume(tmp_path: Path, setting: int, madial_files: tuple[Path, Path],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_settings_run_judge_and_resume(
+    tmp_path: Path, setting: int, madial_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     dialogues, memories = madial_files
-    monkeypatch.setattr("personagraph.memory.madial.facts", lambda: {"memory_split": 76, "users": {},
-                                                                     "conversation_date": "2024-06-15"})
+    monkeypatch.setattr(
+        "personagraph.memory.madial.facts",
+        lambda: {"memory_split": 76, "users": {}, "conversation_date": "2024-06-15"},
+    )
     config = DialogueEvalConfig(setting=setting, model="test:default", judge="test:judge")
     run_dir = tmp_path / "run"
     summary = await run_dialogue_eval(config, dialogues, memories, run_dir)

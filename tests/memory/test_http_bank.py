@@ -27,8 +27,11 @@ def chroma_url(tmp_path: Path) -> Iterator[str]:
     if not Path(binary).exists():
         pytest.skip("the chroma server CLI is not installed")
     port = _free_port()
-    server = subprocess.Popen([binary, "run", "--path", str(tmp_path / "srv"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [binary, "run", "--path", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -46,8 +49,12 @@ def chroma_url(tmp_path: Path) -> Iterator[str]:
 
 def test_http_bank_same_code_path_and_isolation(chroma_url: str) -> None:
     bank = MemoryBank(chroma_url)
-    bank.add([Memory(id="1", user_id="a", event="Anna saw a lion at the zoo."),
-              Memory(id="1", user_id="b", event="Ben saw a lion and a tiger at the zoo.")])
+    bank.add(
+        [
+            Memory(id="1", user_id="a", event="Anna saw a lion at the zoo."),
+            Memory(id="1", user_id="b", event="Ben saw a lion and a tiger at the zoo."),
+        ]
+    )
     hits = bank.search("a", "Ben saw a lion and a tiger", n=5)
     assert [(h.memory.user_id, h.memory.id) for h in hits] == [("a", "1")]
     assert bank.users() == ["a", "b"] and bank.count() == 2

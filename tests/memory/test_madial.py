@@ -18,14 +18,24 @@ from personagraph.memory.madial import (
 )
 
 DIALOGUE = {
-    "dialogue": ["<BOD>\n", "<Bart>: \"I won a race!\"\n", "<Assistant>: \"Great!\"\n",
-                 "<Bart>: \"I love running.\"\n", "<Assistant>: \"Remember the sports day?\"\n", "<EOD>\n"],
-    "test-turn": [4], "relevant-id": [3, 5], "user-id": 1,
+    "dialogue": [
+        "<BOD>\n",
+        '<Bart>: "I won a race!"\n',
+        '<Assistant>: "Great!"\n',
+        '<Bart>: "I love running."\n',
+        '<Assistant>: "Remember the sports day?"\n',
+        "<EOD>\n",
+    ],
+    "test-turn": [4],
+    "relevant-id": [3, 5],
+    "user-id": 1,
 }
 
 
 def write_jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8"
+    )
     return path
 
 
@@ -56,8 +66,10 @@ def test_malformed_dialogue_line_names_file_and_line(tmp_path: Path, bad: object
 
 
 def test_load_memories_split_and_errors(tmp_path: Path) -> None:
-    rows = [{str(i): {"time": "2023-01-01", "scene": "Activity", "emotion": "Happy", "event": f"event {i}"}}
-            for i in (1, 3, 2)]
+    rows = [
+        {str(i): {"time": "2023-01-01", "scene": "Activity", "emotion": "Happy", "event": f"event {i}"}}
+        for i in (1, 3, 2)
+    ]
     mems = load_memories(write_jsonl(tmp_path / "m.json", rows), split=2)
     assert [(m.id, m.user_id) for m in mems] == [("1", "1"), ("3", "1"), ("2", "2")]
     bad = write_jsonl(tmp_path / "bad.json", [rows[0], '{"4": {"time": "x"}}'])
@@ -69,14 +81,27 @@ def test_load_memories_split_and_errors(tmp_path: Path) -> None:
 
 
 def _pool() -> dict[str, Memory]:
-    events = {"1": "gold event", "2": "relevant too", "3": "negative A", "4": "Negative a!", "5": "negative B",
-              "6": "negative C", "7": "negative D", "8": "negative E"}
+    events = {
+        "1": "gold event",
+        "2": "relevant too",
+        "3": "negative A",
+        "4": "Negative a!",
+        "5": "negative B",
+        "6": "negative C",
+        "7": "negative D",
+        "8": "negative E",
+    }
     return {k: Memory(id=k, user_id="1", event=v) for k, v in events.items()}
 
 
 def _dialogue(index: int = 0) -> MadialDialogue:
-    return MadialDialogue(index=index, lines=["<BOD>\n", "<Bart>: \"hi\"\n", "<Assistant>: \"x\"\n"],
-                          test_turns=[2], relevant_ids=["1", "2"], user_id="1")
+    return MadialDialogue(
+        index=index,
+        lines=["<BOD>\n", '<Bart>: "hi"\n', '<Assistant>: "x"\n'],
+        test_turns=[2],
+        relevant_ids=["1", "2"],
+        user_id="1",
+    )
 
 
 def test_setting2_gold_plus_deduplicated_nonrelevant_negatives() -> None:
@@ -93,7 +118,9 @@ def test_setting2_is_seeded_and_per_dialogue() -> None:
     first = [m.id for m in setting2_candidates(_dialogue(), ranked, _pool(), seed=1)]
     again = [m.id for m in setting2_candidates(_dialogue(), ranked, _pool(), seed=1)]
     assert first == again
-    orders = {tuple(m.id for m in setting2_candidates(_dialogue(), ranked, _pool(), seed=s)) for s in range(20)}
+    orders = {
+        tuple(m.id for m in setting2_candidates(_dialogue(), ranked, _pool(), seed=s)) for s in range(20)
+    }
     assert len(orders) > 1  # the seed changes the shuffle
     assert all(sorted(o) == sorted(first) for o in orders)  # but not the members
 
@@ -104,4 +131,10 @@ def test_setting2_fills_from_pool_when_ranking_is_short() -> None:
 
 
 def test_setting3_is_top_k_in_order() -> None:
-    assert [m.id for m in setting3_candidates(["5", "3", "5", "1", "6", "7", "8"], _pool())] == ["5", "3", "1", "6", "7"]
+    assert [m.id for m in setting3_candidates(["5", "3", "5", "1", "6", "7", "8"], _pool())] == [
+        "5",
+        "3",
+        "1",
+        "6",
+        "7",
+    ]

@@ -26,7 +26,9 @@ def test_every_method_stays_inside_the_user(two_users: MemoryBank, method: str) 
 
 
 async def test_recall_async_and_components(two_users: MemoryBank) -> None:
-    found = await Recaller(two_users).recall("a", ctx("I have a piano exam tomorrow and I'm so worried."), k=2)
+    found = await Recaller(two_users).recall(
+        "a", ctx("I have a piano exam tomorrow and I'm so worried."), k=2
+    )
     assert next(r.memory.id for r in found) == "2"
     assert {"dense.prefix", "dense.turns_lse", "bm25", "emotion"} <= set(found[0].components)
 
@@ -64,8 +66,13 @@ def test_fusion_helpers() -> None:
 
 
 def test_context_views_and_madial_parsing() -> None:
-    lines = ["<BOD>\n", '<Lisa>: "I made a kite!"\n', '<None>: "Cool!"\n', "<Mom said so.>\n",
-             '<Lisa>: "It flew high."\n']
+    lines = [
+        "<BOD>\n",
+        '<Lisa>: "I made a kite!"\n',
+        '<None>: "Cool!"\n',
+        "<Mom said so.>\n",
+        '<Lisa>: "It flew high."\n',
+    ]
     c = context_from_lines(lines)
     # an untagged or "None" line goes to the speaker who is due (the opposite of the previous turn)
     assert [t.speaker for t in c.turns] == ["Lisa", "Assistant", "Lisa", "Lisa"]
@@ -83,9 +90,11 @@ async def test_llm_reranker_reorders_top_and_survives_failure(two_users: MemoryB
     register_script("rerank-reverse", lambda messages, schema: json.dumps({"ranking": [3, 2, 1]}))
     base = Recaller(two_users).rank("a", ctx("beach day"), k=3)
     settings = RecallSettings(rerank_top=3)
-    flipped = await Recaller(two_users, settings, reranker=ModelClient.create("test:rerank-reverse", "r")).recall(
-        "a", ctx("beach day"), k=3)
+    flipped = await Recaller(
+        two_users, settings, reranker=ModelClient.create("test:rerank-reverse", "r")
+    ).recall("a", ctx("beach day"), k=3)
     assert [r.memory.id for r in flipped] == [r.memory.id for r in base][::-1]
     kept = await Recaller(two_users, settings, reranker=ModelClient.create("test:broken", "r")).recall(
-        "a", ctx("beach day"), k=3)
+        "a", ctx("beach day"), k=3
+    )
     assert [r.memory.id for r in kept] == [r.memory.id for r in base]
