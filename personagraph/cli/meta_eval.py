@@ -1,4 +1,4 @@
-"""``personagraph meta-eval``: how well judges agree with human ratings, and whether they prefer their own family."""
+"""``personagraph meta-eval``: judges' agreement with human ratings; do they prefer their own family?"""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from personagraph.evaluate import DEFAULT_JUDGE
 
 ITEMS_HELP = (
     "Human-rated responses: JSONL, or CSV with the same columns: id, persona?, context?, question?, "
-    "response, criterion, human (a number or a list: [4,5,3] in JSON; 4;5;3 or \"[4,5,3]\" in CSV), "
+    'response, criterion, human (a number or a list: [4,5,3] in JSON; 4;5;3 or "[4,5,3]" in CSV), '
     "scale? ([1,5]; 1;5 in CSV; default the rubric's)."
 )
 
@@ -37,7 +37,7 @@ def _est(estimate: dict[str, Any] | None) -> str:
 
 
 def render_agreement(summary: dict[str, Any]) -> Group:
-    """A table per criterion (and overall): one row per judge and the ensemble, 95% bootstrap CIs under values."""
+    """A table per criterion (and overall): a row per judge and the ensemble, 95% bootstrap CIs below."""
     tables: list[Any] = []
     results = summary["results"]
     names = list(summary["criteria"]) + (["overall"] if len(summary["criteria"]) > 1 else [])
@@ -50,30 +50,51 @@ def render_agreement(summary: dict[str, Any]) -> Group:
             notes.append(f"humans' Krippendorff α {alpha:.2f} ({human['n_multi_rated']} multi-rated)")
         if human["length_correlation"]["value"] is not None:
             notes.append(f"humans' len ρ {human['length_correlation']['value']:.2f}")
+        if section["n_records"] < 10:
+            notes.append("[yellow]fewer than 10 records: intervals are rough[/]")
         if section.get("note"):
             notes.append(section["note"])
-        table = Table(title=f"[bold]{name}[/] — agreement with human ratings", caption=" · ".join(notes),
-                      caption_justify="left")
+        table = Table(
+            title=f"[bold]{name}[/] — agreement with human ratings",
+            caption=" · ".join(notes),
+            caption_justify="left",
+        )
         for column in ("judge", "n", "fail", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ"):
             table.add_column(column, justify="left" if column == "judge" else "right", overflow="fold")
         for judge, row in section["judges"].items():
             table.add_row(
-                judge, str(row["n"]), str(row["failed"]), _est(row["spearman"]), _est(row["kendall"]),
-                _est(row["quadratic_kappa"]), _est(row["mae"]), _est(row["length_correlation"]),
+                judge,
+                str(row["n"]),
+                str(row["failed"]),
+                _est(row["spearman"]),
+                _est(row["kendall"]),
+                _est(row["quadratic_kappa"]),
+                _est(row["mae"]),
+                _est(row["length_correlation"]),
                 style="bold" if judge == "ensemble" else None,
             )
         tables.append(table)
-    tables.append(Text("[95% bootstrap CI] · QW κ: quadratic-weighted Cohen's κ on the human scale · len ρ: "
-                       "Spearman ρ of score vs response length · failed verdicts are excluded, never 0",
-                       style="dim"))
+    tables.append(
+        Text(
+            "[95% bootstrap CI] · QW κ: quadratic-weighted Cohen's κ on the human scale · len ρ: "
+            "Spearman ρ of score vs response length · failed verdicts are excluded, never 0",
+            style="dim",
+        )
+    )
     return Group(*tables)
 
 
 def render_self_preference(result: dict[str, Any]) -> Table:
     """One row per judge: own − other score gaps with CIs and p-values."""
     table = Table(title=f"Self-preference in {result['run_dir']} (own − other; 95% bootstrap CI, p)")
-    for column in ("judge", "own models", "unpaired gap", "paired (by question)", "controlled by other judges",
-                   "note"):
+    for column in (
+        "judge",
+        "own models",
+        "unpaired gap",
+        "paired (by question)",
+        "controlled by other judges",
+        "note",
+    ):
         table.add_column(column, overflow="fold")
 
     def gap(value: dict[str, Any] | None) -> str:
@@ -84,26 +105,48 @@ def render_self_preference(result: dict[str, Any]) -> Table:
         return f"{value['gap']:+.2f}{ci}{p} (n {value['n_own']}/{value['n_other']})"
 
     for row in result["judges"]:
-        table.add_row(row["judge"], ", ".join(row["own_models"]) or "—", gap(row["unpaired"]), gap(row["paired"]),
-                      gap(row["controlled"]), row["note"])
+        table.add_row(
+            row["judge"],
+            ", ".join(row["own_models"]) or "—",
+            gap(row["unpaired"]),
+            gap(row["paired"]),
+            gap(row["controlled"]),
+            row["note"],
+        )
     return table
 
 
 def meta_eval_command(
     items: Path | None = typer.Option(None, "--items", help=ITEMS_HELP),
-    judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
-    criteria: list[str] = typer.Option([], "--criteria", help="Only these criteria: NAME[,NAME…] (task names or "
-                                       "keys, packaged rubric keys, --rubric file stems)."),
-    rubric: list[Path] = typer.Option([], "--rubric", help="A rubric file (YAML, like judges/rubrics/*.yaml) "
-                                      "whose stem or task name items can use as criterion (repeatable)."),
-    run_dir: Path = typer.Option(Path("runs/meta-eval"), "--run-dir", help="Where verdicts and meta_eval.json "
-                                 "go; reuse it to resume."),
-    self_pref: Path | None = typer.Option(None, "--self-preference", help="An eval run directory: compare how "
-                                          "each judge scores its own model family's answers vs others'."),
+    judge: list[str] = typer.Option(
+        [], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."
+    ),
+    criteria: list[str] = typer.Option(
+        [],
+        "--criteria",
+        help="Only these criteria: NAME[,NAME…] (task names or "
+        "keys, packaged rubric keys, --rubric file stems).",
+    ),
+    rubric: list[Path] = typer.Option(
+        [],
+        "--rubric",
+        help="A rubric file (YAML, like judges/rubrics/*.yaml) "
+        "whose stem or task name items can use as criterion (repeatable).",
+    ),
+    run_dir: Path = typer.Option(
+        Path("runs/meta-eval"), "--run-dir", help="Where verdicts and meta_eval.json go; reuse it to resume."
+    ),
+    self_pref: Path | None = typer.Option(
+        None,
+        "--self-preference",
+        help="An eval run directory: compare how "
+        "each judge scores its own model family's answers vs others'.",
+    ),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Judge calls in flight."),
     seed: int = typer.Option(0, help="Seed for the judges and the bootstrap."),
-    resamples: int = typer.Option(1000, "--resamples", min=100, max=100_000, help="Bootstrap resamples per "
-                                  "interval (BCa)."),
+    resamples: int = typer.Option(
+        1000, "--resamples", min=100, max=100_000, help="Bootstrap resamples per interval (BCa)."
+    ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
 ) -> None:
@@ -120,13 +163,26 @@ def meta_eval_command(
         summary: dict[str, Any] = {}
         if items is not None:
             names = [n.strip() for value in criteria for n in value.split(",") if n.strip()]
-            config = MetaEvalConfig(items=str(items), judges=judge or [DEFAULT_JUDGE], criteria=names or None,
-                                    rubric_files=[str(r) for r in rubric], concurrency=concurrency, seed=seed,
-                                    n_resamples=resamples)
+            config = MetaEvalConfig(
+                items=str(items),
+                judges=judge or [DEFAULT_JUDGE],
+                criteria=names or None,
+                rubric_files=[str(r) for r in rubric],
+                concurrency=concurrency,
+                seed=seed,
+                n_resamples=resamples,
+            )
             settings = model_settings(base_url, api_key)
             # Started once the items file is validated, so an input error prints alone.
-            progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=console, disable=state.quiet, transient=False)
+            progress = Progress(
+                TextColumn("{task.description:<10}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                disable=state.quiet,
+                transient=False,
+            )
             bar = progress.add_task("verdicts", total=None)
 
             def on_total(total: int) -> None:
@@ -134,8 +190,13 @@ def meta_eval_command(
                 progress.start()
 
             try:
-                summary = await meta_evaluate(config, run_dir, settings=settings, on_total=on_total,
-                                              on_item=lambda: progress.advance(bar))
+                summary = await meta_evaluate(
+                    config,
+                    run_dir,
+                    settings=settings,
+                    on_total=on_total,
+                    on_item=lambda: progress.advance(bar),
+                )
             finally:
                 if progress.live.is_started:
                     progress.stop()

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from pydantic import BaseModel, Field
 
 from personagraph import __version__
@@ -60,7 +61,7 @@ from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
 from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
 from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
-from personagraph.resources import list_dir
+from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import short_id
 from personagraph.store import RunStore
 
@@ -95,12 +96,31 @@ def _norm(name: str) -> str:
     return " ".join(name.replace("_", " ").replace("-", " ").split()).lower()
 
 
+def _point(point: Any) -> str:
+    # "- Label: text" in YAML is a one-key mapping, not a string.
+    if isinstance(point, dict):
+        return " ".join(f"{key}: {value}" for key, value in point.items())
+    return str(point).strip()
+
+
+def with_subpoints(rubric: Rubric, data: Any) -> Rubric:
+    """The rubric with its ``subpoints`` (MADial-style 0/1 checks, if the file has them) spelled out in
+    the criterion text, since :meth:`Rubric.text` shows only ``criterion``, ``scores`` and ``guidance``."""
+    points = data.get("subpoints") if isinstance(data, dict) else None
+    if not points:
+        return rubric
+    listed = " ".join(f"({i}) {_point(point)}" for i, point in enumerate(points, start=1))
+    text = f"{rubric.criterion.strip()} Sub-points, one point each when it clearly holds: {listed}"
+    return rubric.model_copy(update={"criterion": text})
+
+
 class CriterionCatalogue:
     """Every criterion name personagraph knows: user rubric files, the five tasks, packaged rubrics.
 
     The packaged rubric folder is listed at run time, so rubrics added there are known without code
-    changes. A user file is known by its stem and by its rubric's ``task`` name and wins over a
-    packaged rubric of the same name.
+    changes; only scored rubrics (with ``scores`` for a scale) can be meta-evaluated, so a rubric of
+    another kind (e.g. MADial's pick-the-best intimacy) is refused by name. A user file is known by its
+    stem and by its rubric's ``task`` name and wins over a packaged rubric of the same name.
     """
 
     def __init__(self, rubric_files: Iterable[str | Path] = ()) -> None:
@@ -108,14 +128,33 @@ class CriterionCatalogue:
         for raw in rubric_files:
             path = Path(raw)
             rubric = load_rubric_file(path)
+            rubric = with_subpoints(rubric, yaml.safe_load(path.read_text(encoding="utf-8")))
             criterion = Criterion(key=path.stem, rubric=rubric, source=str(path))
             for name in (path.stem, rubric.task):
                 self._user.setdefault(_norm(name), criterion)
-        self._packaged = [name[: -len(".yaml")] for name in list_dir("judges/rubrics") if name.endswith(".yaml")]
+        self._packaged = [
+            name[: -len(".yaml")] for name in list_dir("judges/rubrics") if name.endswith(".yaml")
+        ]
         self._cache: dict[str, Criterion | None] = {}
 
+    @staticmethod
+    def _packaged_rubric(key: str) -> Rubric:
+        path = f"judges/rubrics/{key}.yaml"
+        data = read_yaml(path)
+        if not isinstance(data, dict) or "scores" not in data:
+            kind = data.get("kind", "unscored") if isinstance(data, dict) else "unscored"
+            raise PersonagraphError(
+                f"criterion {key!r}: personagraph/{path} is a {kind} rubric without scores; "
+                "meta-eval needs a scored rubric"
+            )
+        return with_subpoints(load_rubric(key), data)
+
     def resolve(self, name: str) -> Criterion | None:
-        """The criterion called ``name`` (case, spaces, ``_`` and ``-`` do not matter), or None."""
+        """The criterion called ``name`` (case, spaces, ``_`` and ``-`` do not matter), or None.
+
+        Raises:
+            PersonagraphError: when ``name`` is a packaged rubric that has no scores.
+        """
         wanted = _norm(name)
         if not wanted:
             return None
@@ -123,21 +162,28 @@ class CriterionCatalogue:
             return self._cache[wanted]
         found: Criterion | None = self._user.get(wanted)
         if found is None and (task := task_by_name(name)) is not None:
-            found = Criterion(key=task.key, rubric=load_rubric(task.rubric), source="task")
+            found = Criterion(key=task.key, rubric=self._packaged_rubric(task.rubric), source="task")
         if found is None:
             key = next((k for k in self._packaged if _norm(k) == wanted), None)
             if key is not None:
-                found = Criterion(key=key, rubric=load_rubric(key), source="rubric")
+                found = Criterion(key=key, rubric=self._packaged_rubric(key), source="rubric")
         self._cache[wanted] = found
         return found
 
     def names(self) -> list[str]:
-        """The canonical names, for error messages."""
-        return sorted({*self._packaged, *(c.key for c in self._user.values())})
+        """The canonical names of scored rubrics, for error messages."""
+        scored = [
+            k
+            for k in self._packaged
+            if isinstance(d := read_yaml(f"judges/rubrics/{k}.yaml"), dict) and "scores" in d
+        ]
+        return sorted({*scored, *(c.key for c in self._user.values())})
 
     def unknown(self, name: str) -> str:
-        return (f"unknown criterion {name!r} (known: {', '.join(self.names())}, the task names, "
-                "or a rubric file given with --rubric)")
+        return (
+            f"unknown criterion {name!r} (known: {', '.join(self.names())}, the task names, "
+            "or a rubric file given with --rubric)"
+        )
 
 
 # --- items ---------------------------------------------------------------------------------------
@@ -262,8 +308,10 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
                 raise PersonagraphError(f"{path}: row {reader.line_num}: more cells than header columns")
             if not any((v or "").strip() for v in record.values()):
                 continue
-            cleaned = {k: (None if v is None or v.strip() == "" and k != "response" else v)
-                       for k, v in record.items()}
+            cleaned = {
+                k: (None if v is None or v.strip() == "" and k != "response" else v)
+                for k, v in record.items()
+            }
             rows.append((reader.line_num, cleaned))
         return rows
     for number, line in enumerate(text.splitlines(), start=1):
@@ -305,7 +353,10 @@ def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem
         if not fields["id"].strip():
             raise PersonagraphError(f"{where}: id: empty")
         where = f"{where} (id {fields['id']})"
-        criterion = catalogue.resolve(fields["criterion"])
+        try:
+            criterion = catalogue.resolve(fields["criterion"])
+        except PersonagraphError as exc:
+            raise PersonagraphError(f"{where}: {exc}") from None
         if criterion is None:
             raise PersonagraphError(f"{where}: {catalogue.unknown(fields['criterion'])}")
         try:
@@ -318,17 +369,30 @@ def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem
             raise PersonagraphError(f"{where}: scale: {exc}") from None
         outside = [h for h in human if not scale[0] <= h <= scale[1]]
         if outside:
-            raise PersonagraphError(f"{where}: human rating {outside[0]:g} is outside the scale "
-                                    f"[{scale[0]}, {scale[1]}]")
+            raise PersonagraphError(
+                f"{where}: human rating {outside[0]:g} is outside the scale [{scale[0]}, {scale[1]}]"
+            )
         if scales.setdefault(criterion.key, scale) != scale:
-            raise PersonagraphError(f"{where}: scale [{scale[0]}, {scale[1]}] differs from the scale "
-                                    f"{list(scales[criterion.key])} of earlier {criterion.key} records")
+            raise PersonagraphError(
+                f"{where}: scale [{scale[0]}, {scale[1]}] differs from the scale "
+                f"{list(scales[criterion.key])} of earlier {criterion.key} records"
+            )
         if (fields["id"], criterion.key) in seen:
             raise PersonagraphError(f"{where}: duplicate id for criterion {criterion.key}")
         seen.add((fields["id"], criterion.key))
-        items.append(MetaItem(id=fields["id"], criterion=criterion.key, response=fields["response"],
-                              human=human, scale=scale, persona=fields["persona"],
-                              context=fields["context"], question=fields["question"], row=row))
+        items.append(
+            MetaItem(
+                id=fields["id"],
+                criterion=criterion.key,
+                response=fields["response"],
+                human=human,
+                scale=scale,
+                persona=fields["persona"],
+                context=fields["context"],
+                question=fields["question"],
+                row=row,
+            )
+        )
     if not items:
         raise PersonagraphError(f"{path}: no records")
     return items
@@ -364,12 +428,21 @@ def question_text(item: MetaItem) -> str:
 
 
 async def judge_item(client: ModelClient, item: MetaItem, criterion: Criterion) -> MetaVerdict:
-    scored = await score_response(client, criterion.rubric, persona=item.persona, question=question_text(item),
-                                  response=item.response)
+    scored = await score_response(
+        client, criterion.rubric, persona=item.persona, question=question_text(item), response=item.response
+    )
     return MetaVerdict(
-        id=verdict_id(item, criterion, str(client.spec)), item_key=item.key, item_id=item.id,
-        criterion=criterion.key, judge=str(client.spec), rubric_scale=criterion.rubric.scale,
-        status=scored.status, score=scored.score, rationale=scored.rationale, raw=scored.raw, error=scored.error,
+        id=verdict_id(item, criterion, str(client.spec)),
+        item_key=item.key,
+        item_id=item.id,
+        criterion=criterion.key,
+        judge=str(client.spec),
+        rubric_scale=criterion.rubric.scale,
+        status=scored.status,
+        score=scored.score,
+        rationale=scored.rationale,
+        raw=scored.raw,
+        error=scored.error,
     )
 
 
@@ -388,7 +461,9 @@ class MetaEvalConfig(BaseModel):
 def _check_store(store: RunStore) -> None:
     kind = store.get_meta("kind")
     if kind is not None and kind != STORE_KIND:
-        raise PersonagraphError(f"--run-dir {store.run_dir}: holds a {kind} run; use another directory")
+        raise PersonagraphError(
+            f"--run-dir {store.run_dir}: holds a run of kind {kind!r}, not meta-eval; use another directory"
+        )
 
 
 async def meta_evaluate(
@@ -416,7 +491,10 @@ async def meta_evaluate(
     wanted: list[Criterion] = []
     if config.criteria:
         for name in config.criteria:
-            criterion = catalogue.resolve(name)
+            try:
+                criterion = catalogue.resolve(name)
+            except PersonagraphError as exc:
+                raise PersonagraphError(f"--criteria: {exc}") from None
             if criterion is None:
                 raise PersonagraphError(f"--criteria: {catalogue.unknown(name)}")
             if criterion.key not in {c.key for c in wanted}:
@@ -428,8 +506,9 @@ async def meta_evaluate(
         items = [i for i in items if i.criterion in keys]
     criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
     judges = list(dict.fromkeys(config.judges))
-    settings = (settings or ModelSettings()).model_copy(update={"concurrency": config.concurrency,
-                                                                "seed": config.seed})
+    settings = (settings or ModelSettings()).model_copy(
+        update={"concurrency": config.concurrency, "seed": config.seed}
+    )
     store = RunStore(run_dir)
     meter = Meter()
     started = time.perf_counter()
@@ -438,13 +517,25 @@ async def meta_evaluate(
         store.set_meta("kind", STORE_KIND)
         store.set_meta("config", config.model_dump(mode="json"))
         store.set_meta("versions", {"personagraph": __version__})
-        store.set_meta("prompts", {"judge": load_prompt("judge").version}
-                       | {key: c.fingerprint for key, c in sorted(criteria.items())})
+        store.set_meta(
+            "prompts",
+            {"judge": load_prompt("judge").version}
+            | {key: c.fingerprint for key, c in sorted(criteria.items())},
+        )
         for item in items:
             store.put(ITEM_KIND, item.key, item, unit=item.criterion)
-        clients = {spec: ModelClient.create(spec, "judge", store=store, meter=meter, settings=settings,
-                                            temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS)
-                   for spec in judges}
+        clients = {
+            spec: ModelClient.create(
+                spec,
+                "judge",
+                store=store,
+                meter=meter,
+                settings=settings,
+                temperature=JUDGE_TEMPERATURE,
+                max_tokens=JUDGE_MAX_TOKENS,
+            )
+            for spec in judges
+        }
         todo = []
         for item in items:
             for spec in judges:
@@ -466,10 +557,18 @@ async def meta_evaluate(
         await asyncio.gather(*(one(item, spec) for item, spec in todo))
         verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
         wanted_ids = {verdict_id(i, criteria[i.criterion], spec) for i in items for spec in judges}
-        summary = build_meta_summary(items, [v for v in verdicts if v.id in wanted_ids], judges,
-                                     seed=config.seed, n_resamples=config.n_resamples)
-        summary["criteria"] = {key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
-                               | summary["criteria"].get(key, {}) for key, c in criteria.items()}
+        summary = build_meta_summary(
+            items,
+            [v for v in verdicts if v.id in wanted_ids],
+            judges,
+            seed=config.seed,
+            n_resamples=config.n_resamples,
+        )
+        summary["criteria"] = {
+            key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
+            | summary["criteria"].get(key, {})
+            for key, c in criteria.items()
+        }
         summary.update(
             items=str(config.items),
             llm_calls=meter.total_calls,
@@ -524,8 +623,9 @@ def _group_stats(
             "mean": float(np.mean(list(humans.values()))) if humans else None,
             "krippendorff_alpha": alpha,
             "n_multi_rated": n_multi,
-            "length_correlation": _estimate_dict(length_correlation(
-                [humans[i.key] for i in items], [i.response for i in items], **options)),
+            "length_correlation": _estimate_dict(
+                length_correlation([humans[i.key] for i in items], [i.response for i in items], **options)
+            ),
         },
         "judges": {},
     }
@@ -540,7 +640,9 @@ def _group_stats(
             "mean": float(np.mean(judged)) if judged else None,
             "bias": float(np.mean(np.subtract(judged, human))) if judged else None,
             **report.model_dump(mode="json", exclude={"n", "scale"}),
-            "length_correlation": _estimate_dict(length_correlation(judged, [texts[k] for k in keys], **options)),
+            "length_correlation": _estimate_dict(
+                length_correlation(judged, [texts[k] for k in keys], **options)
+            ),
         }
     return result
 
@@ -605,18 +707,34 @@ def build_meta_summary(
                     ensemble[item.key] = float(np.mean(found))
             scores[ENSEMBLE] = ensemble
             failed[ENSEMBLE] = sum(1 for i in group if i.key not in ensemble)
-        humans = {i.key: min(max(map_scale(i.human_mean, i.scale, target), target[0]), target[1]) for i in group}
-        alpha, n_multi = (None, sum(len(i.human) >= 2 for i in group)) if name == OVERALL and mixed \
-            else _alpha(group)
-        sections[name] = _group_stats(group, scores, failed, target, humans, alpha=alpha, n_multi=n_multi,
-                                      seed=seed, n_resamples=n_resamples)
+        humans = {
+            i.key: min(max(map_scale(i.human_mean, i.scale, target), target[0]), target[1]) for i in group
+        }
+        alpha, n_multi = (
+            (None, sum(len(i.human) >= 2 for i in group)) if name == OVERALL and mixed else _alpha(group)
+        )
+        sections[name] = _group_stats(
+            group,
+            scores,
+            failed,
+            target,
+            humans,
+            alpha=alpha,
+            n_multi=n_multi,
+            seed=seed,
+            n_resamples=n_resamples,
+        )
         if name == OVERALL and mixed:
-            sections[name]["note"] = (f"criteria use different human scales; scores mapped linearly onto "
-                                      f"{list(target)}; α not pooled across scales")
+            sections[name]["note"] = (
+                f"criteria use different human scales; scores mapped linearly onto "
+                f"{list(target)}; α not pooled across scales"
+            )
     return {
         "judges": judges,
         "n_records": len(items),
-        "criteria": {key: {"n_records": len(group), "scale": list(group[0].scale)} for key, group in groups.items()},
+        "criteria": {
+            key: {"n_records": len(group), "scale": list(group[0].scale)} for key, group in groups.items()
+        },
         "results": sections,
         "failed_verdicts": sum(1 for v in verdicts if v.status != "ok"),
     }

@@ -88,8 +88,9 @@ def _difference(own: np.ndarray, other: np.ndarray, axis: int = -1) -> np.ndarra
     return np.mean(own, axis=axis) - np.mean(other, axis=axis)
 
 
-def unpaired_gap(own: Sequence[float], other: Sequence[float], *, seed: int = 0,
-                 n_resamples: int = 2000) -> Gap:
+def unpaired_gap(
+    own: Sequence[float], other: Sequence[float], *, seed: int = 0, n_resamples: int = 2000
+) -> Gap:
     """Difference of means of two independent samples: Mann–Whitney U and a two-sample bootstrap CI."""
     a, b = np.asarray(own, dtype=float), np.asarray(other, dtype=float)
     gap = float(a.mean() - b.mean()) if a.size and b.size else None
@@ -100,15 +101,32 @@ def unpaired_gap(own: Sequence[float], other: Sequence[float], *, seed: int = 0,
         if np.ptp(a) == 0 and np.ptp(b) == 0:
             low = high = gap
         else:
-            lo, hi = _interval((a, b), _difference, paired=False, confidence=0.95, n_resamples=n_resamples,
-                               seed=seed, method="BCa")
+            lo, hi = _interval(
+                (a, b),
+                _difference,
+                paired=False,
+                confidence=0.95,
+                n_resamples=n_resamples,
+                seed=seed,
+                method="BCa",
+            )
             low, high = _finite(lo), _finite(hi)
-    return Gap(n_own=int(a.size), n_other=int(b.size), own_mean=float(a.mean()) if a.size else None,
-               other_mean=float(b.mean()) if b.size else None, gap=gap, ci_low=low, ci_high=high,
-               test="Mann-Whitney U", p_value=p_value)
+    return Gap(
+        n_own=int(a.size),
+        n_other=int(b.size),
+        own_mean=float(a.mean()) if a.size else None,
+        other_mean=float(b.mean()) if b.size else None,
+        gap=gap,
+        ci_low=low,
+        ci_high=high,
+        test="Mann-Whitney U",
+        p_value=p_value,
+    )
 
 
-def paired_gap(own: Sequence[float], other: Sequence[float], *, seed: int = 0, n_resamples: int = 2000) -> Gap:
+def paired_gap(
+    own: Sequence[float], other: Sequence[float], *, seed: int = 0, n_resamples: int = 2000
+) -> Gap:
     """Mean of paired differences ``own - other``: Wilcoxon signed-rank and a bootstrap CI of the mean."""
     a, b = np.asarray(own, dtype=float), np.asarray(other, dtype=float)
     diff = a - b
@@ -116,9 +134,17 @@ def paired_gap(own: Sequence[float], other: Sequence[float], *, seed: int = 0, n
     if diff.size and np.any(diff != 0):
         p_value = _finite(_quiet(stats.wilcoxon, a, b).pvalue)
     low, high = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
-    return Gap(n_own=int(a.size), n_other=int(b.size), own_mean=float(a.mean()) if a.size else None,
-               other_mean=float(b.mean()) if b.size else None, gap=float(diff.mean()) if diff.size else None,
-               ci_low=_finite(low), ci_high=_finite(high), test="Wilcoxon signed-rank", p_value=p_value)
+    return Gap(
+        n_own=int(a.size),
+        n_other=int(b.size),
+        own_mean=float(a.mean()) if a.size else None,
+        other_mean=float(b.mean()) if b.size else None,
+        gap=float(diff.mean()) if diff.size else None,
+        ci_low=_finite(low),
+        ci_high=_finite(high),
+        test="Wilcoxon signed-rank",
+        p_value=p_value,
+    )
 
 
 def self_preference(
@@ -129,9 +155,13 @@ def self_preference(
     try:
         kind = store.get_meta("kind")
         if kind not in (None, "eval"):
-            raise PersonagraphError(f"--self-preference {run_dir}: a {kind} run, not an eval run")
-        answers = {a.id: a for a in (Answer.model_validate(r) for r in store.records("answer")) if a.status == "ok"}
-        verdicts = [v for v in (Verdict.model_validate(r) for r in store.records("verdict")) if v.answer_id in answers]
+            raise PersonagraphError(f"--self-preference {run_dir}: a run of kind {kind!r}, not an eval run")
+        answers = {
+            a.id: a for a in (Answer.model_validate(r) for r in store.records("answer")) if a.status == "ok"
+        }
+        verdicts = [
+            v for v in (Verdict.model_validate(r) for r in store.records("verdict")) if v.answer_id in answers
+        ]
     finally:
         store.close()
     if not answers or not verdicts:
@@ -140,8 +170,10 @@ def self_preference(
     if judges:
         unknown = [j for j in judges if j not in found]
         if unknown:
-            raise PersonagraphError(f"--self-preference {run_dir}: judge {unknown[0]} has no verdicts there "
-                                    f"(judges: {', '.join(found)})")
+            raise PersonagraphError(
+                f"--self-preference {run_dir}: judge {unknown[0]} has no verdicts there "
+                f"(judges: {', '.join(found)})"
+            )
         found = list(dict.fromkeys(judges))
     models = sorted({a.model for a in answers.values()})
     score: dict[tuple[str, str], float] = {
@@ -154,8 +186,14 @@ def self_preference(
         own_models = [m for m in models if m == judge or family_of(m) == family]
         other_models = [m for m in models if m not in own_models]
         mine = [v for v in verdicts if v.judge == judge]
-        entry = JudgeSelfPreference(judge=judge, family=family, own_models=own_models, other_models=other_models,
-                                    verdicts=len(mine), failed=sum(v.status != "ok" or v.score is None for v in mine))
+        entry = JudgeSelfPreference(
+            judge=judge,
+            family=family,
+            own_models=own_models,
+            other_models=other_models,
+            verdicts=len(mine),
+            failed=sum(v.status != "ok" or v.score is None for v in mine),
+        )
         if not own_models or not other_models:
             entry.note = "no answers of its own family" if not own_models else "no answers of other models"
             results.append(entry)
@@ -171,8 +209,9 @@ def self_preference(
             by_question[a.question_id][0 if a.id in own_ids else 1].append(score[(judge, a.id)])
         pairs = [(np.mean(o), np.mean(t)) for o, t in by_question.values() if o and t]
         if pairs:
-            entry.paired = paired_gap([p[0] for p in pairs], [p[1] for p in pairs], seed=seed,
-                                      n_resamples=n_resamples)
+            entry.paired = paired_gap(
+                [p[0] for p in pairs], [p[1] for p in pairs], seed=seed, n_resamples=n_resamples
+            )
 
         controls = [j for j in all_judges if j != judge and family_of(j) != family]
         if controls:
@@ -180,7 +219,9 @@ def self_preference(
             for a in judged:
                 others = [score[(c, a.id)] for c in controls if (c, a.id) in score]
                 if others:
-                    (delta_own if a.id in own_ids else delta_other).append(score[(judge, a.id)] - float(np.mean(others)))
+                    (delta_own if a.id in own_ids else delta_other).append(
+                        score[(judge, a.id)] - float(np.mean(others))
+                    )
             entry.controlled = unpaired_gap(delta_own, delta_other, seed=seed, n_resamples=n_resamples)
         else:
             entry.note = "no judge of another family to control for answer quality"

@@ -1,4 +1,4 @@
-"""``personagraph meta-eval`` end to end: tables, meta_eval.json, resume, one-line errors, the embedded judge."""
+"""``personagraph meta-eval`` end to end: tables, meta_eval.json, resume, one-line errors, embedded judge."""
 
 from __future__ import annotations
 
@@ -28,16 +28,38 @@ def invoke(*args: str) -> Result:
 
 def test_sample_file_runs_and_resumes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    args = ("--items", str(SAMPLE / "items.jsonl"), "--judge", "test:cli-a", "--judge", "test:cli-b",
-            "--run-dir", str(run_dir))
+    args = (
+        "--items",
+        str(SAMPLE / "items.jsonl"),
+        "--judge",
+        "test:cli-a",
+        "--judge",
+        "test:cli-b",
+        "--run-dir",
+        str(run_dir),
+    )
     first = invoke(*args)
     assert first.exit_code == 0, first.output
-    for text in ("expected_action — agreement", "persona_consistency — agreement", "overall — agreement",
-                 "test:cli-a", "ensemble", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ",
-                 "humans' Krippendorff α", "LLM calls this run: 10"):
+    for text in (
+        "expected_action — agreement",
+        "persona_consistency — agreement",
+        "overall — agreement",
+        "test:cli-a",
+        "ensemble",
+        "Spearman ρ",
+        "Kendall τ",
+        "QW κ",
+        "MAE",
+        "len ρ",
+        "humans' Krippendorff α",
+        "LLM calls this run: 10",
+    ):
         assert text in first.output, text
     summary = json.loads((run_dir / "meta_eval.json").read_text())
-    assert summary["n_records"] == 5 and set(summary["criteria"]) == {"expected_action", "persona_consistency"}
+    assert summary["n_records"] == 5 and set(summary["criteria"]) == {
+        "expected_action",
+        "persona_consistency",
+    }
     assert summary["results"]["overall"]["judges"]["ensemble"]["n"] == 5
     second = invoke(*args)
     assert second.exit_code == 0 and "LLM calls this run: 0" in second.output
@@ -46,33 +68,81 @@ def test_sample_file_runs_and_resumes(tmp_path: Path) -> None:
 
 def test_csv_sample_reuses_the_jsonl_verdicts(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    assert invoke("--items", str(SAMPLE / "items.jsonl"), "-j", "test:cli-a", "--run-dir", str(run_dir)).exit_code == 0
-    result = invoke("--items", str(SAMPLE / "items.csv"), "-j", "test:cli-a", "--run-dir", str(run_dir),
-                    "--criteria", "Expected Action,persona_consistency")
+    assert (
+        invoke(
+            "--items", str(SAMPLE / "items.jsonl"), "-j", "test:cli-a", "--run-dir", str(run_dir)
+        ).exit_code
+        == 0
+    )
+    result = invoke(
+        "--items",
+        str(SAMPLE / "items.csv"),
+        "-j",
+        "test:cli-a",
+        "--run-dir",
+        str(run_dir),
+        "--criteria",
+        "Expected Action,persona_consistency",
+    )
     assert result.exit_code == 0, result.output
     assert "LLM calls this run: 0" in result.output
 
 
 def test_user_rubric_and_criteria_filter(tmp_path: Path) -> None:
     rubric = tmp_path / "warmth.yaml"
-    rubric.write_text("task: Warmth\nscale: [0, 3]\ncriterion: warmth\nscores: {0: cold, 1: meh, 2: warm, 3: hot}\n")
+    rubric.write_text(
+        "task: Warmth\nscale: [0, 3]\ncriterion: warmth\nscores: {0: cold, 1: meh, 2: warm, 3: hot}\n"
+    )
     items = tmp_path / "items.jsonl"
-    items.write_text("".join(json.dumps({"id": str(i), "response": "hi " * (i + 1), "criterion": "warmth",
-                                         "human": i % 4, "scale": [0, 3]}) + "\n" for i in range(6)))
-    result = invoke("--items", str(items), "--rubric", str(rubric), "-j", "test:cli-a", "--criteria", "warmth",
-                    "--run-dir", str(tmp_path / "run"))
+    items.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": str(i),
+                    "response": "hi " * (i + 1),
+                    "criterion": "warmth",
+                    "human": i % 4,
+                    "scale": [0, 3],
+                }
+            )
+            + "\n"
+            for i in range(6)
+        )
+    )
+    result = invoke(
+        "--items",
+        str(items),
+        "--rubric",
+        str(rubric),
+        "-j",
+        "test:cli-a",
+        "--criteria",
+        "warmth",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert result.exit_code == 0, result.output
     assert "warmth — agreement" in result.output and "overall" not in result.output
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"id": "1", "response": "r", "criterion": "expected_action"}\n', "row 1: missing column 'human'"),
-    ('{"id": "1", "response": "r", "criterion": "nope", "human": 3}\n', "row 1 (id 1): unknown criterion 'nope'"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 9}\n',
-     "row 1 (id 1): human rating 9 is outside the scale [1, 5]"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [3, 3]}\n',
-     "row 1 (id 1): scale: [3, 3]: min must be below max"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "1", "response": "r", "criterion": "expected_action"}\n', "row 1: missing column 'human'"),
+        (
+            '{"id": "1", "response": "r", "criterion": "nope", "human": 3}\n',
+            "row 1 (id 1): unknown criterion 'nope'",
+        ),
+        (
+            '{"id": "1", "response": "r", "criterion": "expected_action", "human": 9}\n',
+            "row 1 (id 1): human rating 9 is outside the scale [1, 5]",
+        ),
+        (
+            '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [3, 3]}\n',
+            "row 1 (id 1): scale: [3, 3]: min must be below max",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: str, message: str) -> None:
     items = tmp_path / "items.jsonl"
     items.write_text(content)
@@ -93,19 +163,31 @@ def test_needs_items_or_self_preference(tmp_path: Path) -> None:
 
 
 def make_eval_run(run_dir: Path) -> None:
-    """Two agent families; ``test:alpha-judge`` adds 1 to its own family's answers, ``test:delta-judge`` is fair."""
+    """Two families: ``test:alpha-judge`` adds 1 to its own family's answers; ``test:delta-judge`` is fair."""
     store = RunStore(run_dir)
     store.set_meta("kind", "eval")
     for q in range(12):
         for m, model in enumerate(("test:alpha-agent", "test:beta-agent")):
-            answer = Answer(id=f"a{q}-{m}", question_id=f"q{q}", persona_id="p", task="Expected Action",
-                            model=model, status="ok", text="text")
+            answer = Answer(
+                id=f"a{q}-{m}",
+                question_id=f"q{q}",
+                persona_id="p",
+                task="Expected Action",
+                model=model,
+                status="ok",
+                text="text",
+            )
             store.put("answer", answer.id, answer)
             quality = 1 + (q * 7 + m * 3) % 4
             for judge in ("test:alpha-judge", "test:delta-judge"):
                 score = quality + (judge == "test:alpha-judge" and m == 0)
-                store.put("verdict", f"{judge}-{answer.id}", Verdict(id=f"{judge}-{answer.id}", answer_id=answer.id,
-                                                                     judge=judge, status="ok", score=score))
+                store.put(
+                    "verdict",
+                    f"{judge}-{answer.id}",
+                    Verdict(
+                        id=f"{judge}-{answer.id}", answer_id=answer.id, judge=judge, status="ok", score=score
+                    ),
+                )
     store.close()
 
 

@@ -32,7 +32,7 @@ from personagraph.judges.meta_eval import (
 from personagraph.judges.self_preference import family_of, self_preference
 from personagraph.judges.stats import paired_bootstrap_ci
 from personagraph.models.testing import register_script
-from personagraph.resources import list_dir
+from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import Answer, Verdict
 from personagraph.store import RunStore
 
@@ -59,12 +59,28 @@ def _make_items(rng: np.random.Generator) -> list[dict[str, Any]]:
         quality = int(rng.integers(1, 6))
         ratings = [int(np.clip(quality + rng.integers(-1, 2), 1, 5)) for _ in range(3)]
         words = " ".join(["word"] * int(5 + 3 * quality + rng.integers(0, 8)))
-        items.append({"id": f"ea{index}", "persona": "a retired firefighter", "question": "What do you do?",
-                      "response": f"ea{index} {words}", "criterion": "Expected Action", "human": ratings})
+        items.append(
+            {
+                "id": f"ea{index}",
+                "persona": "a retired firefighter",
+                "question": "What do you do?",
+                "response": f"ea{index} {words}",
+                "criterion": "Expected Action",
+                "human": ratings,
+            }
+        )
     for index in range(20):  # a user rubric on 0..3 rated by humans on 1..10, one rating (no alpha)
         rating = int(rng.integers(1, 11))
-        items.append({"id": f"w{index}", "response": f"w{index} " + "hey " * int(rng.integers(1, 30)),
-                      "criterion": "warmth", "human": rating, "scale": [1, 10], "context": f"ctx{index}"})
+        items.append(
+            {
+                "id": f"w{index}",
+                "response": f"w{index} " + "hey " * int(rng.integers(1, 30)),
+                "criterion": "warmth",
+                "human": rating,
+                "scale": [1, 10],
+                "context": f"ctx{index}",
+            }
+        )
     return items
 
 
@@ -99,6 +115,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             if response.split()[0] in fail:
                 return "no JSON here"
             return json.dumps({"rationale": "scripted", "score": _score_for(response, schema, noise, table)})
+
         return script
 
     register_script("meta-close", judge(0.4))
@@ -108,15 +125,30 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rubric = folder / "warmth.yaml"
     rubric.write_text(WARMTH_RUBRIC, encoding="utf-8")
     run_dir = folder / "run"
-    config = MetaEvalConfig(items=str(path), judges=["test:meta-close", "test:meta-far"],
-                            rubric_files=[str(rubric)], n_resamples=RESAMPLES, seed=3)
+    config = MetaEvalConfig(
+        items=str(path),
+        judges=["test:meta-close", "test:meta-far"],
+        rubric_files=[str(rubric)],
+        n_resamples=RESAMPLES,
+        seed=3,
+    )
     summary = asyncio.run(meta_evaluate(config, run_dir))
-    return {"items": items, "table": table, "broken": broken, "summary": summary, "config": config,
-            "run_dir": run_dir, "path": path, "rubric": rubric, "contexts": seen_contexts}
+    return {
+        "items": items,
+        "table": table,
+        "broken": broken,
+        "summary": summary,
+        "config": config,
+        "run_dir": run_dir,
+        "path": path,
+        "rubric": rubric,
+        "contexts": seen_contexts,
+    }
 
 
-def _expected_scores(data: dict[str, Any], noise: float, criterion: str, target: tuple[int, int],
-                     fail: set[str] = frozenset()) -> tuple[list[float], list[float], list[str], list[Any]]:
+def _expected_scores(
+    data: dict[str, Any], noise: float, criterion: str, target: tuple[int, int], fail: set[str] = frozenset()
+) -> tuple[list[float], list[float], list[str], list[Any]]:
     """Judge scores mapped onto ``target`` and human means, computed independently of the module."""
     judge, human, texts, raw = [], [], [], []
     for item in data["items"]:
@@ -127,10 +159,14 @@ def _expected_scores(data: dict[str, Any], noise: float, criterion: str, target:
         scale = tuple(item.get("scale", [1, 5]))
         schema = {"properties": {"score": {"minimum": rubric_scale[0], "maximum": rubric_scale[1]}}}
         score = _score_for(item["response"], schema, noise, data["table"])
-        on_human = scale[0] + (score - rubric_scale[0]) * (scale[1] - scale[0]) / (rubric_scale[1] - rubric_scale[0])
+        on_human = scale[0] + (score - rubric_scale[0]) * (scale[1] - scale[0]) / (
+            rubric_scale[1] - rubric_scale[0]
+        )
         judge.append(target[0] + (on_human - scale[0]) * (target[1] - target[0]) / (scale[1] - scale[0]))
-        human.append(target[0] + (float(np.mean(item["human"])) - scale[0]) * (target[1] - target[0])
-                     / (scale[1] - scale[0]))
+        human.append(
+            target[0]
+            + (float(np.mean(item["human"])) - scale[0]) * (target[1] - target[0]) / (scale[1] - scale[0])
+        )
         texts.append(item["response"])
         raw.append(item["human"])
     return judge, human, texts, raw
@@ -140,24 +176,41 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(stats.spearmanr(x, y).statistic)
 
 
-@pytest.mark.parametrize(("criterion", "target"), [("expected_action", (1, 5)), ("warmth", (1, 10)),
-                                                    (OVERALL, (1, 5))])
-@pytest.mark.parametrize(("judge", "noise", "failing"), [("test:meta-close", 0.4, False),
-                                                         ("test:meta-far", 1.2, True)])
-def test_every_statistic_matches_the_libraries(synthetic: dict[str, Any], criterion: str, target: tuple[int, int],
-                                               judge: str, noise: float, failing: bool) -> None:
+@pytest.mark.parametrize(
+    ("criterion", "target"), [("expected_action", (1, 5)), ("warmth", (1, 10)), (OVERALL, (1, 5))]
+)
+@pytest.mark.parametrize(
+    ("judge", "noise", "failing"), [("test:meta-close", 0.4, False), ("test:meta-far", 1.2, True)]
+)
+def test_every_statistic_matches_the_libraries(
+    synthetic: dict[str, Any],
+    criterion: str,
+    target: tuple[int, int],
+    judge: str,
+    noise: float,
+    failing: bool,
+) -> None:
     fail = synthetic["broken"] if failing else set()
     scores, human, texts, _ = _expected_scores(synthetic, noise, criterion, target, fail)
     row = synthetic["summary"]["results"][criterion]["judges"][judge]
     j, h = np.array(scores), np.array(human)
     assert row["n"] == len(scores)
-    assert row["failed"] == len({i for i in fail if (criterion == OVERALL or i.startswith(
-        "ea" if criterion == "expected_action" else "w"))})
+    assert row["failed"] == len(
+        {
+            i
+            for i in fail
+            if (criterion == OVERALL or i.startswith("ea" if criterion == "expected_action" else "w"))
+        }
+    )
     assert row["spearman"]["value"] == pytest.approx(stats.spearmanr(j, h).statistic)
     assert row["kendall"]["value"] == pytest.approx(stats.kendalltau(j, h).statistic)
     labels = list(range(target[0], target[1] + 1))
-    kappa = cohen_kappa_score(np.clip(np.rint(j), *target).astype(int), np.clip(np.rint(h), *target).astype(int),
-                              labels=labels, weights="quadratic")
+    kappa = cohen_kappa_score(
+        np.clip(np.rint(j), *target).astype(int),
+        np.clip(np.rint(h), *target).astype(int),
+        labels=labels,
+        weights="quadratic",
+    )
     assert row["quadratic_kappa"]["value"] == pytest.approx(kappa)
     assert row["mae"]["value"] == pytest.approx(np.mean(np.abs(j - h)))
     assert row["bias"] == pytest.approx(np.mean(j - h))
@@ -166,8 +219,15 @@ def test_every_statistic_matches_the_libraries(synthetic: dict[str, Any], criter
     # The CI code path: the paired bootstrap over items, with the run's seed and resamples.
     low, high = paired_bootstrap_ci(j, h, _spearman, n_resamples=RESAMPLES, seed=3)
     assert (row["spearman"]["ci_low"], row["spearman"]["ci_high"]) == pytest.approx((low, high))
-    direct = stats.bootstrap((j, h), _spearman, paired=True, vectorized=False, n_resamples=RESAMPLES,
-                             method="BCa", rng=np.random.default_rng(3)).confidence_interval
+    direct = stats.bootstrap(
+        (j, h),
+        _spearman,
+        paired=True,
+        vectorized=False,
+        n_resamples=RESAMPLES,
+        method="BCa",
+        rng=np.random.default_rng(3),
+    ).confidence_interval
     assert (row["spearman"]["ci_low"], row["spearman"]["ci_high"]) == pytest.approx((direct.low, direct.high))
     for metric in ("spearman", "kendall", "quadratic_kappa", "mae", "length_correlation"):
         estimate = row[metric]
@@ -185,13 +245,17 @@ def test_known_correlations(synthetic: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("criterion", "target"), [("expected_action", (1, 5)), (OVERALL, (1, 5))])
-def test_ensemble_is_the_mean_of_parsed_judges(synthetic: dict[str, Any], criterion: str,
-                                               target: tuple[int, int]) -> None:
+def test_ensemble_is_the_mean_of_parsed_judges(
+    synthetic: dict[str, Any], criterion: str, target: tuple[int, int]
+) -> None:
     close, human, _, _ = _expected_scores(synthetic, 0.4, criterion, target)
-    ids = [it["id"] for it in synthetic["items"]
-           if criterion == OVERALL or it["criterion"] == "Expected Action"]
+    ids = [
+        it["id"] for it in synthetic["items"] if criterion == OVERALL or it["criterion"] == "Expected Action"
+    ]
     far_all, _, _, _ = _expected_scores(synthetic, 1.2, criterion, target)
-    ensemble = [c if i in synthetic["broken"] else (c + f) / 2 for i, c, f in zip(ids, close, far_all)]
+    ensemble = [
+        c if i in synthetic["broken"] else (c + f) / 2 for i, c, f in zip(ids, close, far_all, strict=True)
+    ]
     row = synthetic["summary"]["results"][criterion]["judges"][ENSEMBLE]
     assert row["n"] == len(ids) and row["failed"] == 0
     assert row["spearman"]["value"] == pytest.approx(stats.spearmanr(ensemble, human).statistic)
@@ -227,8 +291,13 @@ def test_summary_file_and_criteria(synthetic: dict[str, Any]) -> None:
     written = json.loads((synthetic["run_dir"] / "meta_eval.json").read_text())
     assert written["results"] == json.loads(json.dumps(synthetic["summary"]["results"]))
     criteria = written["criteria"]
-    assert criteria["expected_action"] == {"name": "Expected Action", "source": "task", "rubric_scale": [1, 5],
-                                           "n_records": 40, "scale": [1, 5]}
+    assert criteria["expected_action"] == {
+        "name": "Expected Action",
+        "source": "task",
+        "rubric_scale": [1, 5],
+        "n_records": 40,
+        "scale": [1, 5],
+    }
     assert criteria["warmth"]["source"] == str(synthetic["rubric"]) and criteria["warmth"]["scale"] == [1, 10]
 
 
@@ -252,8 +321,10 @@ def test_resume_asks_again_after_a_transport_failure(tmp_path: Path) -> None:
 
     register_script("meta-outage", script)
     path = tmp_path / "items.jsonl"
-    path.write_text('{"id": "a", "response": "x", "criterion": "toxicity", "human": 4}\n'
-                    '{"id": "b", "response": "y", "criterion": "toxicity", "human": 2}\n')
+    path.write_text(
+        '{"id": "a", "response": "x", "criterion": "toxicity", "human": 4}\n'
+        '{"id": "b", "response": "y", "criterion": "toxicity", "human": 2}\n'
+    )
     config = MetaEvalConfig(items=str(path), judges=["test:meta-outage"], n_resamples=RESAMPLES)
     first = asyncio.run(meta_evaluate(config, tmp_path / "run"))
     assert first["failed_verdicts"] == 2 and first["results"][OVERALL]["judges"]["test:meta-outage"]["n"] == 0
@@ -289,8 +360,17 @@ def test_catalogue_knows_tasks_packaged_rubrics_and_files(tmp_path: Path) -> Non
         assert catalogue.resolve(name) is not None, name
     assert catalogue.resolve("toxicity").key == "toxicity_control"
     for file in list_dir("judges/rubrics"):  # read at run time: new rubric files are known
-        if file.endswith(".yaml"):
+        if not file.endswith(".yaml"):
+            continue
+        if "scores" in read_yaml(f"judges/rubrics/{file}"):
             assert catalogue.resolve(file[:-5]).key == file[:-5]
+            assert file[:-5] in catalogue.names()
+        else:  # e.g. a pick-the-best rubric: refused by name, not "unknown"
+            with pytest.raises(
+                PersonagraphError, match="rubric without scores; meta-eval needs a scored rubric"
+            ):
+                catalogue.resolve(file[:-5])
+            assert file[:-5] not in catalogue.names()
     assert catalogue.resolve("my_warmth").rubric.scale == (0, 3)
     assert catalogue.resolve("Warmth").key == "my_warmth"
     assert catalogue.resolve("nonsense") is None
@@ -299,18 +379,23 @@ def test_catalogue_knows_tasks_packaged_rubrics_and_files(tmp_path: Path) -> Non
 def test_csv_matches_jsonl(tmp_path: Path) -> None:
     jsonl = tmp_path / "items.jsonl"
     jsonl.write_text(
-        '{"id": "1", "persona": "p", "question": "q", "response": "r, with a comma", "criterion": "expected_action",'
-        ' "human": [4, 5, 3]}\n'
+        '{"id": "1", "persona": "p", "question": "q", "response": "r, with a comma", '
+        '"criterion": "expected_action", "human": [4, 5, 3]}\n'
         '{"id": "2", "response": "s", "criterion": "expected_action", "human": 2, "scale": [1, 5]}\n'
-        '\n{"id": "3", "response": "t", "criterion": "expected_action", "human": [5, null, 4]}\n')
+        '\n{"id": "3", "response": "t", "criterion": "expected_action", "human": [5, null, 4]}\n'
+    )
     csv_file = tmp_path / "items.csv"
-    csv_file.write_text('id,persona,question,response,criterion,human,scale\n'
-                        '1,p,q,"r, with a comma",expected_action,4;5;3,\n'
-                        '2,,,s,expected_action,2,1;5\n'
-                        '3,,,t,expected_action,"[5, 4]",[1;5]\n'.replace("[1;5]", '"[1, 5]"'))
+    csv_file.write_text(
+        "id,persona,question,response,criterion,human,scale\n"
+        '1,p,q,"r, with a comma",expected_action,4;5;3,\n'
+        "2,,,s,expected_action,2,1;5\n"
+        '3,,,t,expected_action,"[5, 4]",[1;5]\n'.replace("[1;5]", '"[1, 5]"')
+    )
     catalogue = CriterionCatalogue()
     from_json, from_csv = load_items(jsonl, catalogue), load_items(csv_file, catalogue)
-    assert [i.model_dump(exclude={"row"}) for i in from_json] == [i.model_dump(exclude={"row"}) for i in from_csv]
+    assert [i.model_dump(exclude={"row"}) for i in from_json] == [
+        i.model_dump(exclude={"row"}) for i in from_csv
+    ]
     assert from_json[0].human == [4, 5, 3] and from_json[2].human == [5, 4]
     assert [i.key for i in from_json] == [i.key for i in from_csv]
 
@@ -327,31 +412,61 @@ BAD = [
     ('{"id": "1", "response": "r", "human": 3}', "row 1: missing column 'criterion'"),
     ('{"id": "1", "response": "r", "criterion": "expected_action"}', "row 1: missing column 'human'"),
     ('{"id": "1", "response": "r", "criterion": "expected_action", "human": null}', "row 1: human: empty"),
-    ('{"id": "1", "response": "r", "criterion": "nope", "human": 3}', "row 1 (id 1): unknown criterion 'nope'"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 6}',
-     "row 1 (id 1): human rating 6 is outside the scale [1, 5]"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [5, 1]}',
-     "row 1 (id 1): scale: [5, 1]: min must be below max"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [1, 4.5]}',
-     "row 1 (id 1): scale: [1, 4.5]: bounds must be integers"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [1]}',
-     "row 1 (id 1): scale: [1] is not [min, max]"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": "lots"}',
-     "row 1 (id 1): human: 'lots' is not a number"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": [true]}',
-     "row 1 (id 1): human: True is not a number"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": []}', "row 1 (id 1): human: no rating"),
-    ('{"id": "1", "response": 5, "criterion": "expected_action", "human": 3}',
-     "row 1: response: expected text, got int"),
-    ('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n{"id": ',
-     "row 2: invalid JSON"),
-    ('[1, 2]', "row 1: expected a JSON object"),
-    (('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n'
-      '{"id": "1", "response": "r2", "criterion": "Expected Action", "human": 3}'),
-     "row 2 (id 1): duplicate id for criterion expected_action"),
-    (('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n'
-      '{"id": "2", "response": "r2", "criterion": "expected_action", "human": 3, "scale": [1, 7]}'),
-     "row 2 (id 2): scale [1, 7] differs from the scale [1, 5] of earlier expected_action records"),
+    (
+        '{"id": "1", "response": "r", "criterion": "nope", "human": 3}',
+        "row 1 (id 1): unknown criterion 'nope'",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": 6}',
+        "row 1 (id 1): human rating 6 is outside the scale [1, 5]",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [5, 1]}',
+        "row 1 (id 1): scale: [5, 1]: min must be below max",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [1, 4.5]}',
+        "row 1 (id 1): scale: [1, 4.5]: bounds must be integers",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3, "scale": [1]}',
+        "row 1 (id 1): scale: [1] is not [min, max]",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": "lots"}',
+        "row 1 (id 1): human: 'lots' is not a number",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": [true]}',
+        "row 1 (id 1): human: True is not a number",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": []}',
+        "row 1 (id 1): human: no rating",
+    ),
+    (
+        '{"id": "1", "response": 5, "criterion": "expected_action", "human": 3}',
+        "row 1: response: expected text, got int",
+    ),
+    (
+        '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n{"id": ',
+        "row 2: invalid JSON",
+    ),
+    ("[1, 2]", "row 1: expected a JSON object"),
+    (
+        (
+            '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n'
+            '{"id": "1", "response": "r2", "criterion": "Expected Action", "human": 3}'
+        ),
+        "row 2 (id 1): duplicate id for criterion expected_action",
+    ),
+    (
+        (
+            '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n'
+            '{"id": "2", "response": "r2", "criterion": "expected_action", "human": 3, "scale": [1, 7]}'
+        ),
+        "row 2 (id 2): scale [1, 7] differs from the scale [1, 5] of earlier expected_action records",
+    ),
     ("\n\n", "no records"),
 ]
 
@@ -367,13 +482,22 @@ def test_bad_jsonl_names_file_and_row(tmp_path: Path, content: str, message: str
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("id,response,criterion\n1,r,expected_action\n", "row 1 (header): missing column 'human'"),
-    ("id,response,criterion,human\n1,r,expected_action,4\n2,r,expected_action,\n", "row 3: human: empty"),
-    ("id,response,criterion,human\n1,r,expected_action,4;x\n", "row 2 (id 1): human: 'x' is not a number"),
-    ("id,response,criterion,human,scale\n1,r,expected_action,4,1-5\n", "row 2 (id 1): scale:"),
-    ("id,response,criterion,human\n1,r,expected_action,4,extra\n", "row 2: more cells than header columns"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("id,response,criterion\n1,r,expected_action\n", "row 1 (header): missing column 'human'"),
+        ("id,response,criterion,human\n1,r,expected_action,4\n2,r,expected_action,\n", "row 3: human: empty"),
+        (
+            "id,response,criterion,human\n1,r,expected_action,4;x\n",
+            "row 2 (id 1): human: 'x' is not a number",
+        ),
+        ("id,response,criterion,human,scale\n1,r,expected_action,4,1-5\n", "row 2 (id 1): scale:"),
+        (
+            "id,response,criterion,human\n1,r,expected_action,4,extra\n",
+            "row 2: more cells than header columns",
+        ),
+    ],
+)
 def test_bad_csv_names_file_and_row(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "items.csv"
     path.write_text(content)
@@ -385,11 +509,17 @@ def test_unknown_criteria_filter_and_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
     path.write_text('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n')
     with pytest.raises(PersonagraphError, match="--criteria: unknown criterion 'nope'"):
-        asyncio.run(meta_evaluate(MetaEvalConfig(items=str(path), judges=["test:a"], criteria=["nope"]),
-                                  tmp_path / "run"))
+        asyncio.run(
+            meta_evaluate(
+                MetaEvalConfig(items=str(path), judges=["test:a"], criteria=["nope"]), tmp_path / "run"
+            )
+        )
     with pytest.raises(PersonagraphError, match="has no records for toxicity_control"):
-        asyncio.run(meta_evaluate(MetaEvalConfig(items=str(path), judges=["test:a"], criteria=["toxicity"]),
-                                  tmp_path / "run"))
+        asyncio.run(
+            meta_evaluate(
+                MetaEvalConfig(items=str(path), judges=["test:a"], criteria=["toxicity"]), tmp_path / "run"
+            )
+        )
     with pytest.raises(PersonagraphError, match="cannot read items file"):
         load_items(tmp_path / "missing.jsonl", CriterionCatalogue())
 
@@ -400,7 +530,7 @@ def test_refuses_a_run_dir_of_another_kind(tmp_path: Path) -> None:
     store.close()
     path = tmp_path / "items.jsonl"
     path.write_text('{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n')
-    with pytest.raises(PersonagraphError, match="holds a eval run"):
+    with pytest.raises(PersonagraphError, match="holds a run of kind .eval., not meta-eval"):
         asyncio.run(meta_evaluate(MetaEvalConfig(items=str(path), judges=["test:a"]), tmp_path / "run"))
 
 
@@ -409,7 +539,8 @@ def test_refuses_a_run_dir_of_another_kind(tmp_path: Path) -> None:
 
 def make_eval_run(run_dir: Path, bonus: float = 1.0) -> dict[str, Any]:
     """An eval run with two agent families and two judges; ``test:alpha-judge`` adds ``bonus`` to its own
-    family's answers, ``test:delta-judge`` (a family with no agent) is fair. Quality differs by question and by model."""
+    family's answers, ``test:delta-judge`` (a family with no agent) is fair. Quality differs by question
+    and by model."""
     rng = np.random.default_rng(5)
     store = RunStore(run_dir)
     store.set_meta("kind", "eval")
@@ -419,8 +550,15 @@ def make_eval_run(run_dir: Path, bonus: float = 1.0) -> dict[str, Any]:
     for q in range(30):
         difficulty = rng.normal(0, 0.6)
         for m, model in enumerate(models):
-            answer = Answer(id=f"a{q}-{m}", question_id=f"q{q}", persona_id="p", task="Expected Action",
-                            model=model, status="ok", text="text")
+            answer = Answer(
+                id=f"a{q}-{m}",
+                question_id=f"q{q}",
+                persona_id="p",
+                task="Expected Action",
+                model=model,
+                status="ok",
+                text="text",
+            )
             store.put("answer", answer.id, answer)
             answers[answer.id] = answer
             truth[answer.id] = 3 + difficulty + (0.3 if m == 0 else 0) + rng.normal(0, 0.5)
@@ -431,8 +569,13 @@ def make_eval_run(run_dir: Path, bonus: float = 1.0) -> dict[str, Any]:
             value = int(np.clip(round(truth[answer.id] + (bonus if own else 0)), 1, 5))
             failed = judge == "test:delta-judge" and answer.id == "a0-1"
             scores[(judge, answer.id)] = value
-            verdict = Verdict(id=f"{judge}-{answer.id}", answer_id=answer.id, judge=judge,
-                              status="failed" if failed else "ok", score=None if failed else value)
+            verdict = Verdict(
+                id=f"{judge}-{answer.id}",
+                answer_id=answer.id,
+                judge=judge,
+                status="failed" if failed else "ok",
+                score=None if failed else value,
+            )
             store.put("verdict", verdict.id, verdict)
     store.close()
     return {"answers": answers, "scores": scores}
@@ -458,10 +601,16 @@ def test_self_preference_against_scipy(tmp_path: Path) -> None:
     other = [scores[("test:alpha-judge", a.id)] for a in answers.values() if a.model != "test:alpha-agent"]
     unpaired = alpha["unpaired"]
     assert unpaired["gap"] == pytest.approx(np.mean(own) - np.mean(other))
-    assert unpaired["p_value"] == pytest.approx(stats.mannwhitneyu(own, other, alternative="two-sided").pvalue)
-    direct = stats.bootstrap((np.array(own, float), np.array(other, float)),
-                             lambda a, b, axis=-1: np.mean(a, axis=axis) - np.mean(b, axis=axis),
-                             n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(2)).confidence_interval
+    assert unpaired["p_value"] == pytest.approx(
+        stats.mannwhitneyu(own, other, alternative="two-sided").pvalue
+    )
+    direct = stats.bootstrap(
+        (np.array(own, float), np.array(other, float)),
+        lambda a, b, axis=-1: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+        n_resamples=RESAMPLES,
+        method="BCa",
+        rng=np.random.default_rng(2),
+    ).confidence_interval
     assert (unpaired["ci_low"], unpaired["ci_high"]) == pytest.approx((direct.low, direct.high))
 
     own_q = [scores[("test:alpha-judge", f"a{q}-0")] for q in range(30)]
@@ -472,8 +621,11 @@ def test_self_preference_against_scipy(tmp_path: Path) -> None:
     assert paired["ci_low"] <= paired["gap"] <= paired["ci_high"]
 
     # Controlled: the alpha judge's excess over the fair judge is ~ the bonus on its own family only.
-    delta = {a.id: scores[("test:alpha-judge", a.id)] - scores[("test:delta-judge", a.id)]
-             for a in answers.values() if a.id != "a0-1"}
+    delta = {
+        a.id: scores[("test:alpha-judge", a.id)] - scores[("test:delta-judge", a.id)]
+        for a in answers.values()
+        if a.id != "a0-1"
+    }
     own_d = [d for k, d in delta.items() if answers[k].model == "test:alpha-agent"]
     other_d = [d for k, d in delta.items() if answers[k].model != "test:alpha-agent"]
     controlled = alpha["controlled"]
@@ -503,8 +655,51 @@ def test_self_preference_errors(tmp_path: Path) -> None:
 
 def test_context_as_dialogue_turns(tmp_path: Path) -> None:
     path = tmp_path / "items.jsonl"
-    path.write_text(json.dumps({"id": "1", "response": "r", "criterion": "expected_action", "human": 3,
-                                "context": ["hello", {"role": "user", "content": "I feel sad"},
-                                            {"speaker": "bot", "text": "why?"}, {"other": 1}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "1",
+                "response": "r",
+                "criterion": "expected_action",
+                "human": 3,
+                "context": [
+                    "hello",
+                    {"role": "user", "content": "I feel sad"},
+                    {"speaker": "bot", "text": "why?"},
+                    {"other": 1},
+                ],
+            }
+        )
+        + "\n"
+    )
     item = load_items(path, CriterionCatalogue())[0]
     assert item.context == 'hello\nuser: I feel sad\nbot: why?\n{"other": 1}'
+
+
+def test_subpoints_are_shown_to_the_judge(tmp_path: Path) -> None:
+    rubric = tmp_path / "tidy.yaml"
+    rubric.write_text(
+        "task: Tidiness\nkind: subpoints\nscale: [0, 3]\ncriterion: Is it tidy?\n"
+        "subpoints:\n  - short sentences\n  - No typos: none at all\n  - one topic\n"
+        "scores: {0: none hold, 1: one holds, 2: two hold, 3: all hold}\n"
+    )
+    text = CriterionCatalogue([rubric]).resolve("tidiness").rubric.text()
+    assert (
+        "Is it tidy? Sub-points, one point each when it clearly holds: "
+        "(1) short sentences (2) No typos: none at all (3) one topic" in text
+    )
+    plain = CriterionCatalogue().resolve("expected_action").rubric
+    assert "Sub-points" not in plain.text()
+
+
+def test_unscored_criterion_in_items_names_the_row(tmp_path: Path) -> None:
+    packaged = [f[:-5] for f in list_dir("judges/rubrics") if f.endswith(".yaml")]
+    unscored = next((k for k in packaged if "scores" not in read_yaml(f"judges/rubrics/{k}.yaml")), None)
+    if unscored is None:
+        pytest.skip("every packaged rubric is scored")
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps({"id": "1", "response": "r", "criterion": unscored, "human": 1}) + "\n")
+    with pytest.raises(
+        PersonagraphError, match=rf"{re.escape(str(path))}: row 1 \(id 1\): criterion '{unscored}'"
+    ):
+        load_items(path, CriterionCatalogue())
