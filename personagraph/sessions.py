@@ -210,18 +210,22 @@ async def score_turn(
     return scores, rationales
 
 
+# maxLength/maxItems only shape the schema (llama.cpp turns them into its grammar, so a small model cannot
+# ramble until max_tokens cuts the JSON); validation stays lenient for providers that ignore them.
 class Contradiction(BaseModel):
     earlier_turn: int = Field(description="number of the earlier agent turn")
     later_turn: int = Field(description="number of the later agent turn that contradicts it")
-    description: str = Field(description="what the agent said differently")
+    description: str = Field(description="what the agent said differently", json_schema_extra={"maxLength": 200})
 
 
 class SessionJudgeReply(BaseModel):
     """The session judge's structured reply (rationale first, then the contradictions and the score)."""
 
-    rationale: str = Field(description="two or three sentences on how consistently the persona was held")
+    rationale: str = Field(description="two or three sentences on how consistently the persona was held",
+                           json_schema_extra={"maxLength": 400})
     contradictions: list[Contradiction] = Field(
-        description="pairs of agent turns that contradict each other (empty list if none)")
+        description="pairs of agent turns that contradict each other (empty list if none)",
+        json_schema_extra={"maxItems": 6})
     score: int = Field(ge=1, le=5, description="the score")
 
 
