@@ -402,3 +402,7 @@ class _EnvMemoryAgent:
 
 
 agent = _EnvMemoryAgent()
+
+
+# For `langgraph dev` / LangGraph Studio (see langgraph.json); runs need a MemoryDialogueContext.
+graph = build_graph().compile()
