@@ -111,7 +111,7 @@ async def evaluate(
             parse_spec(spec)
     names = [a.name for a in agents] if agents is not None else [str(parse_spec(m)) for m in config.models]
     check_judges(config, names)
-    store = RunStore(run_dir)
+    store = RunStore(run_dir, write_behind=True)
     meter = Meter()
     started = time.perf_counter()
     try:
