@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
@@ -72,13 +74,18 @@ def eval_command(
 
             plugins = [load_agent(path) for path in agent]
         models = model or ([] if plugins else [DEFAULT_MODEL])
-        config = RunConfig(
-            personas=people, benchmark=bench, models=models + [p.name for p in plugins], judges=judges,
-            generator=generator,
-            environments=environments or (QUICK["environments"] if quick else 5),
-            questions_per_task=questions_per_task or (QUICK["questions_per_task"] if quick else 2),
-            concurrency=concurrency, seed=seed, allow_self_judging=allow_self_judging,
-        )
+        try:
+            config = RunConfig(
+                personas=people, benchmark=bench, models=models + [p.name for p in plugins], judges=judges,
+                generator=generator,
+                environments=environments or (QUICK["environments"] if quick else 5),
+                questions_per_task=questions_per_task or (QUICK["questions_per_task"] if quick else 2),
+                concurrency=concurrency, seed=seed, allow_self_judging=allow_self_judging,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
+            raise PersonagraphError(f"{option}: {first['msg']}") from None
         settings = model_settings(base_url, api_key)
         agents = None
         if plugins:
@@ -117,7 +124,23 @@ def eval_command(
             f"{summary['personas_finished']}/{summary['personas']} · results: {run_dir}/summary.json"
         )
 
-    run(body)
+    previous = _fast_event_loop()
+    try:
+        run(body)
+    finally:
+        asyncio.set_event_loop_policy(previous)
+
+
+def _fast_event_loop() -> asyncio.AbstractEventLoopPolicy:
+    """Uses uvloop when it is installed (bench/throughput.py at C = 128: framework CPU per call 2.1 →
+    1.8 ms, wall −20%); returns the policy to restore afterwards."""
+    previous = asyncio.get_event_loop_policy()
+    try:
+        import uvloop
+    except ImportError:
+        return previous
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return previous
 
 
 def register(app: typer.Typer) -> None:
