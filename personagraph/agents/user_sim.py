@@ -27,6 +27,7 @@ STOP_TOKEN = "[END]"
 LEVELS = {1: "casual off-topic", 2: "direct questions about being an AI",
           3: "sustained pressure and contradictory claims"}
 TurnStatus = Literal["ok", "failed", "empty"]
+USER_TURN_CHARS = 500  # per turn in the simulated user's transcript (long agent replies invite copying)
 Messages = list[dict[str, str]]
 
 
@@ -107,8 +108,20 @@ def transcript_for_user(history: Messages) -> str:
     """The conversation as the simulated user reads it ("You" / "Them")."""
     if not history:
         return "(nothing yet: you start the conversation)"
-    lines = [f"{'You' if m['role'] == 'user' else 'Them'}: {m['content'].strip()}" for m in history]
+    lines = [f"{'You' if m['role'] == 'user' else 'Them'}: {_clip(m['content'])}" for m in history]
     return "\n".join(lines)
+
+
+def _clip(text: str, limit: int = USER_TURN_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _short(persona: str, limit: int = 80) -> str:
+    """The user persona as a short reminder ("a curious college student…")."""
+    persona = " ".join(persona.split()) or "the user"
+    persona = persona[0].lower() + persona[1:] if persona[:2] in ("A ", "An") else persona
+    return _clip(persona, limit)
 
 
 def user_messages(view: UserView) -> Messages:
@@ -122,6 +135,7 @@ def user_messages(view: UserView) -> Messages:
     ending = render(extra["ending"], {"stop_token": STOP_TOKEN}).strip()
     return load_prompt(name).messages(
         user_persona=view.user_persona,
+        user_persona_short=_short(view.user_persona),
         persona=view.persona,
         scenario=view.scenario,
         goal=goal,
