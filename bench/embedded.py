@@ -7,7 +7,7 @@ share a long token prefix that llama.cpp does not evaluate again. When one model
 in-context prefix is lost; ``Llama.set_cache(LlamaRAMCache(...))`` keeps saved states to restore from.
 This script measures both. Target: personagraph ≥ 0.9× raw tokens/s.
 
-    .venv/bin/python bench/embedded.py [--model qwen2.5-coder-0.5b] [--items 6]
+    .venv/bin/python bench/embedded.py [--model qwen2.5-coder-0.5b] [--items 6] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def exemplar_prompt(i: int) -> list[dict[str, str]]:
                                              persona=PERSONAS[i % 4], question=QUESTIONS[i % 4])
 
 
-async def main(model: str, items: int, max_tokens: int) -> None:
+async def main(model: str, items: int, max_tokens: int, repeats: int) -> None:
     from personagraph.models import ModelClient
     from personagraph.models.client import format_instructions
     from personagraph.models.local import load_llama
@@ -113,9 +113,10 @@ async def main(model: str, items: int, max_tokens: int) -> None:
     print(f"embedded: local:{model}, {items} judge prompts (rubric first), max_tokens {max_tokens}, "
           f"temperature 0, one inference at a time")
 
-    # raw llama-cpp-python, then personagraph, on the same prompts in the same order
-    results = {}
-    for mode in ("raw", "personagraph"):
+    # raw llama-cpp-python and personagraph, on the same prompts in the same order, alternated
+    # ``repeats`` times; the best tok/s of each is kept (other load on the machine only slows a run down)
+    results: dict[str, tuple[float, float, float, int]] = {}
+    for mode in ("raw", "personagraph") * repeats:
         raw(as_sent(exemplar_prompt(98), ExemplarSet))  # break the prefix between modes
         meter.reset()
         started = time.perf_counter()
@@ -130,7 +131,8 @@ async def main(model: str, items: int, max_tokens: int) -> None:
                            - before[0].get("judge", 0)})
                 assert reply.ok or reply.raw, reply.error
         wall = time.perf_counter() - started
-        results[mode] = (meter.generated / wall, meter.hit_rate, wall, meter.generated)
+        if mode not in results or meter.generated / wall > results[mode][0]:
+            results[mode] = (meter.generated / wall, meter.hit_rate, wall, meter.generated)
         print(f"  {mode:>12}: {meter.generated} tokens in {wall:.1f}s = {meter.generated / wall:.2f} tok/s, "
               f"prefix-cache hit rate {meter.hit_rate:.0%} of {meter.prompt_tokens} prompt tokens")
 
@@ -159,5 +161,6 @@ if __name__ == "__main__":
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--items", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=2, help="alternations of raw and personagraph")
     args = parser.parse_args()
-    asyncio.run(main(args.model, args.items, args.max_tokens))
+    asyncio.run(main(args.model, args.items, args.max_tokens, args.repeats))
