@@ -111,6 +111,8 @@ class SimulateConfig(BaseModel):
     user_temperature: float = Field(0.9, ge=0, le=2)
     max_agent_tokens: int = Field(256, ge=8, le=8192)
     max_user_tokens: int = Field(128, ge=8, le=8192)
+    max_judge_tokens: int = Field(200, ge=16, le=8192)
+    max_verdict_tokens: int = Field(600, ge=16, le=8192)
 
     @model_validator(mode="after")
     def _check(self) -> SimulateConfig:
@@ -724,8 +726,10 @@ async def simulate(
         def client(spec: str, role: str, **overrides: Any) -> ModelClient:
             return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)
 
-        judges = [client(spec, "judge", temperature=0.0, max_tokens=200) for spec in config.judges]
-        verdict_judges = [client(spec, "session_judge", temperature=0.0, max_tokens=600) for spec in config.judges]
+        judges = [client(spec, "judge", temperature=0.0, max_tokens=config.max_judge_tokens)
+                  for spec in config.judges]
+        verdict_judges = [client(spec, "session_judge", temperature=0.0, max_tokens=config.max_verdict_tokens)
+                          for spec in config.judges]
         if config.allow_self_judging:
             usable, skipped = judges, []
         else:

@@ -360,7 +360,8 @@ async def test_markdown_escapes_model_html(run_dir):
 # --- embedded -----------------------------------------------------------------------------------------
 @pytest.mark.embedded
 async def test_embedded_session_of_one_exchange(run_dir):
-    cfg = SimulateConfig(persona=PERSONA, turns=1, max_agent_tokens=48, max_user_tokens=40)
+    cfg = SimulateConfig(persona=PERSONA, turns=1, max_agent_tokens=48, max_user_tokens=40, max_judge_tokens=96,
+                         max_verdict_tokens=160)
     summary = await simulate(cfg, run_dir)
     record = session(run_dir)
     assert record["status"] == "finished"
