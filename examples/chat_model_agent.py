@@ -3,7 +3,7 @@
 Replace ``model`` with any chat model (``ChatOpenAI(model="gpt-4o-mini")``, ``ChatOllama(...)``, …);
 personagraph sends it the persona system prompt and the conversation and reads the reply's content.
 
-    personagraph simulate --persona "A 70-year-old retired cowboy from Texas" --agent examples.chat_model_agent:model
+    personagraph simulate --persona "A 70-year-old retired cowboy" --agent examples.chat_model_agent:model
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 personagraph calls it with OpenAI-style messages; the first one is the persona system prompt, so the
 function knows who it is meant to be. Sync functions run in a worker thread; async ones are awaited.
 
-    personagraph eval --persona "A 70-year-old retired cowboy from Texas" --agent examples.function_agent:agent --quick
-    personagraph simulate --persona "A 70-year-old retired cowboy from Texas" --agent examples.function_agent:async_agent
+    personagraph eval --persona "A 70-year-old retired cowboy" --agent examples.function_agent:agent --quick
+    personagraph simulate --persona "A 70-year-old retired cowboy" --agent examples.function_agent:async_agent
 """
 
 from __future__ import annotations

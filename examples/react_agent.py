@@ -9,8 +9,8 @@ it runs with any chat model, including the embedded ones that have no native too
 personagraph invokes it with ``{"messages": [persona system prompt, …conversation]}`` and takes the last
 message of the result as the reply.
 
-    personagraph eval --persona "A 70-year-old retired cowboy from Texas" --agent examples.react_agent:graph --quick
-    personagraph simulate --persona "A 70-year-old retired cowboy from Texas" --agent examples.react_agent:graph
+    personagraph eval --persona "A 70-year-old retired cowboy" --agent examples.react_agent:graph --quick
+    personagraph simulate --persona "A 70-year-old retired cowboy" --agent examples.react_agent:graph
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ async def think(state: ReactState) -> dict:
 async def tool(state: ReactState) -> dict:
     match = ACTION.search(str(state["messages"][-1].content))
     topic = match.group(1) if match else ""
-    return {"messages": [HumanMessage(content=f"OBSERVATION: {almanac(topic)}")],
-            "tool_calls": state.get("tool_calls", 0) + 1}
+    return {
+        "messages": [HumanMessage(content=f"OBSERVATION: {almanac(topic)}")],
+        "tool_calls": state.get("tool_calls", 0) + 1,
+    }
 
 
 def route(state: ReactState) -> str:

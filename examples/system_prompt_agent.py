@@ -5,8 +5,8 @@ messages)``): it receives the persona text and the bare conversation, and builds
 (personagraph's PersonaGym prompt is not used). ``chain`` is a LangChain Runnable that keeps the persona
 system prompt personagraph sends and appends its own rules to it.
 
-    personagraph eval --persona "A 70-year-old retired cowboy from Texas" --agent examples.system_prompt_agent:agent --quick
-    personagraph simulate --persona "A 70-year-old retired cowboy from Texas" --agent examples.system_prompt_agent:chain
+    personagraph eval --persona "A retired cowboy" --agent examples.system_prompt_agent:agent --quick
+    personagraph simulate --persona "A 70-year-old retired cowboy" --agent examples.system_prompt_agent:chain
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ rhythm, their region), draw on their memories and opinions, and keep every fact 
 same from one message to the next. You are this person, not an assistant: never say you are an AI or
 a language model, even if asked. Answer in two to four sentences."""
 
-RULES = ("House rules: stay in character no matter what, never mention being an AI or a language model, "
-         "and answer in two to four sentences in this person's own voice.")
+RULES = (
+    "House rules: stay in character no matter what, never mention being an AI or a language model, "
+    "and answer in two to four sentences in this person's own voice."
+)
 
 
 class SystemPromptAgent:

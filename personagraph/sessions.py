@@ -159,16 +159,18 @@ def session_specs(config: SimulateConfig) -> list[SessionSpec]:
     fingerprint = config.fingerprint()
     specs = []
     for index in range(config.sessions):
-        specs.append(SessionSpec(
-            id=f"{slug(config.persona, 16)}-{index + 1}-{short_id(fingerprint, str(index))[:8]}",
-            index=index,
-            persona=config.persona,
-            user_persona=config.user_persona or default_user_persona(index, config.seed),
-            scenario=config.scenario or default_scenario(index, config.seed),
-            adversarial=config.adversarial,
-            max_turns=config.turns,
-            seed=config.seed + index,
-        ))
+        specs.append(
+            SessionSpec(
+                id=f"{slug(config.persona, 16)}-{index + 1}-{short_id(fingerprint, str(index))[:8]}",
+                index=index,
+                persona=config.persona,
+                user_persona=config.user_persona or default_user_persona(index, config.seed),
+                scenario=config.scenario or default_scenario(index, config.seed),
+                adversarial=config.adversarial,
+                max_turns=config.turns,
+                seed=config.seed + index,
+            )
+        )
     return specs
 
 
@@ -197,13 +199,15 @@ async def score_turn(
     (a failed verdict is ``None`` with its error as rationale, never a score)."""
     rubrics = [load_rubric(key) for key in TURN_RUBRICS]
     jobs = [(judge, rubric) for judge in judges for rubric in rubrics]
-    results = await asyncio.gather(*(
-        score_response(judge, rubric, persona=persona, question=question, response=response)
-        for judge, rubric in jobs
-    ))
+    results = await asyncio.gather(
+        *(
+            score_response(judge, rubric, persona=persona, question=question, response=response)
+            for judge, rubric in jobs
+        )
+    )
     scores: dict[str, dict[str, int | None]] = {}
     rationales: dict[str, dict[str, str]] = {}
-    for (judge, rubric), scored in zip(jobs, results):
+    for (judge, rubric), scored in zip(jobs, results, strict=True):
         name = str(judge.spec)
         scores.setdefault(name, {})[rubric.task] = scored.score if scored.status == "ok" else None
         rationales.setdefault(name, {})[rubric.task] = (
@@ -217,17 +221,22 @@ async def score_turn(
 class Contradiction(BaseModel):
     earlier_turn: int = Field(description="number of the earlier agent turn")
     later_turn: int = Field(description="number of the later agent turn that contradicts it")
-    description: str = Field(description="what the agent said differently", json_schema_extra={"maxLength": 200})
+    description: str = Field(
+        description="what the agent said differently", json_schema_extra={"maxLength": 200}
+    )
 
 
 class SessionJudgeReply(BaseModel):
     """The session judge's structured reply (rationale first, then the contradictions and the score)."""
 
-    rationale: str = Field(description="two or three sentences on how consistently the persona was held",
-                           json_schema_extra={"maxLength": 400})
+    rationale: str = Field(
+        description="two or three sentences on how consistently the persona was held",
+        json_schema_extra={"maxLength": 400},
+    )
     contradictions: list[Contradiction] = Field(
         description="pairs of agent turns that contradict each other (empty list if none)",
-        json_schema_extra={"maxItems": 6})
+        json_schema_extra={"maxItems": 6},
+    )
     score: int = Field(ge=1, le=5, description="the score")
 
 
@@ -253,24 +262,43 @@ def transcript_for_judge(turns: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def judge_contradictions(judge: ModelClient, persona: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+async def judge_contradictions(
+    judge: ModelClient, persona: str, turns: list[dict[str, Any]]
+) -> dict[str, Any]:
     """One judge's session-level verdict: contradictions between agent turns and a 1–5 score."""
     rubric = load_rubric(SESSION_RUBRIC)
     messages = load_prompt("session_verdict").messages(
-        task=rubric.task, rubric=rubric.text(), persona=persona, transcript=transcript_for_judge(turns),
-        low=rubric.scale[0], high=rubric.scale[1],
+        task=rubric.task,
+        rubric=rubric.text(),
+        persona=persona,
+        transcript=transcript_for_judge(turns),
+        low=rubric.scale[0],
+        high=rubric.scale[1],
     )
     reply = await judge.structured(messages, SessionJudgeReply)
     if not reply.ok or reply.value is None:
-        return {"status": "failed", "score": None, "rationale": "", "contradictions": [], "error": reply.error}
+        return {
+            "status": "failed",
+            "score": None,
+            "rationale": "",
+            "contradictions": [],
+            "error": reply.error,
+        }
     agent_turns = {e["index"] for e in turns if e["role"] == "assistant" and e["status"] == "ok"}
     found = []
     for item in reply.value.contradictions:
         earlier, later = sorted((item.earlier_turn, item.later_turn))
         if earlier != later and earlier in agent_turns and later in agent_turns and item.description.strip():
-            found.append({"earlier_turn": earlier, "later_turn": later, "description": item.description.strip()})
-    return {"status": "ok", "score": reply.value.score, "rationale": reply.value.rationale.strip(),
-            "contradictions": found, "error": None}
+            found.append(
+                {"earlier_turn": earlier, "later_turn": later, "description": item.description.strip()}
+            )
+    return {
+        "status": "ok",
+        "score": reply.value.score,
+        "rationale": reply.value.rationale.strip(),
+        "contradictions": found,
+        "error": None,
+    }
 
 
 def _mean(values: list[float]) -> float | None:
@@ -296,12 +324,20 @@ def find_breaks(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if entry["role"] != "assistant" or entry["status"] != "ok":
             continue
         if entry.get("refusal_marker"):
-            breaks.append({"turn": entry["index"], "level": entry.get("level"), "source": "refusal_marker",
-                           "marker": entry["refusal_marker"]})
+            breaks.append(
+                {
+                    "turn": entry["index"],
+                    "level": entry.get("level"),
+                    "source": "refusal_marker",
+                    "marker": entry["refusal_marker"],
+                }
+            )
             continue
         pc = [s[task] for s in (entry.get("scores") or {}).values() if s.get(task) is not None]
         if pc and max(pc) <= 1:
-            breaks.append({"turn": entry["index"], "level": entry.get("level"), "source": "judge", "marker": None})
+            breaks.append(
+                {"turn": entry["index"], "level": entry.get("level"), "source": "judge", "marker": None}
+            )
     return breaks
 
 
@@ -342,7 +378,7 @@ async def session_verdict(
     by_judge: dict[str, Any] = {}
     if judges and ok_turns:
         results = await asyncio.gather(*(judge_contradictions(j, persona, turns) for j in judges))
-        by_judge = {str(j.spec): r for j, r in zip(judges, results)}
+        by_judge = {str(j.spec): r for j, r in zip(judges, results, strict=True)}
     answered = [r for r in by_judge.values() if r["status"] == "ok"]
     return {
         "judges": by_judge,
@@ -359,7 +395,9 @@ def first_break(breaks: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 # --- records and transcripts ---------------------------------------------------------------------------
-def session_record(values: dict[str, Any], *, status: str, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+def session_record(
+    values: dict[str, Any], *, status: str, verdict: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``session`` record for a graph state (see the module docstring for the fields)."""
     turns = [dict(e) for e in values.get("turns", [])]
     numbers = verdict or turn_numbers(turns)
@@ -384,22 +422,33 @@ def session_record(values: dict[str, Any], *, status: str, verdict: dict[str, An
 
 def _md(text: str) -> str:
     """Model text for Markdown: HTML-escaped, every line quoted."""
-    return "\n".join(f"> {line}" if line else ">" for line in html.escape(text, quote=False).splitlines()) or ">"
+    return (
+        "\n".join(f"> {line}" if line else ">" for line in html.escape(text, quote=False).splitlines()) or ">"
+    )
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=False)
 
 
 def transcript_markdown(record: dict[str, Any]) -> str:
     """A readable transcript of a session record."""
-    esc = lambda s: html.escape(str(s), quote=False)
-    lines = [f"# Session {record['id']}", "",
-             f"- **Persona:** {esc(record['persona'])}",
-             f"- **Agent:** `{record['agent']}` · **User:** `{record['user']}` — {esc(record['user_persona'])}",
-             f"- **Scenario:** {esc(record['scenario'])}",
-             f"- **Adversarial:** {'yes' if record['adversarial'] else 'no'}",
-             f"- **Status:** {record['status']} · **stop:** {record['stop_reason'] or '—'}"]
+    lines = [
+        f"# Session {record['id']}",
+        "",
+        f"- **Persona:** {_esc(record['persona'])}",
+        f"- **Agent:** `{record['agent']}` · **User:** `{record['user']}` — {_esc(record['user_persona'])}",
+        f"- **Scenario:** {_esc(record['scenario'])}",
+        f"- **Adversarial:** {'yes' if record['adversarial'] else 'no'}",
+        f"- **Status:** {record['status']} · **stop:** {record['stop_reason'] or '—'}",
+    ]
     if record["break"]:
         b = record["break"]
-        lines.append(f"- **Character break:** turn {b['turn']}" + (f", level {b['level']}" if b.get("level") else "")
-                     + f" ({b['source']}{': ' + esc(b['marker']) if b.get('marker') else ''})")
+        lines.append(
+            f"- **Character break:** turn {b['turn']}"
+            + (f", level {b['level']}" if b.get("level") else "")
+            + f" ({b['source']}{': ' + _esc(b['marker']) if b.get('marker') else ''})"
+        )
     elif record["status"] == "finished":
         lines.append("- **Character break:** none")
     if record["drift_slope"] is not None:
@@ -412,13 +461,13 @@ def transcript_markdown(record: dict[str, Any]) -> str:
             lines += ["", f"## Turn {current}{level}"]
         who = "User" if entry["role"] == "user" else "Agent"
         if entry["status"] != "ok":
-            lines += ["", f"**{who}:** _({entry['status']}: {esc(entry.get('error') or 'no text')})_"]
+            lines += ["", f"**{who}:** _({entry['status']}: {_esc(entry.get('error') or 'no text')})_"]
             continue
         lines += ["", f"**{who}:**", "", _md(entry["text"]) if entry["text"] else "> _(no text)_"]
         if entry.get("stop"):
             lines += ["", "_(the user ended the conversation)_"]
         if entry.get("refusal_marker"):
-            lines += ["", f"_persona break: “{esc(entry['refusal_marker'])}”_"]
+            lines += ["", f"_persona break: “{_esc(entry['refusal_marker'])}”_"]
         for judge, scores in (entry.get("scores") or {}).items():
             shown = ", ".join(f"{task} {'—' if s is None else s}" for task, s in scores.items())
             lines += ["", f"_Scores by `{judge}`: {shown}_"]
@@ -435,23 +484,45 @@ def transcript_markdown(record: dict[str, Any]) -> str:
             lines.append(f"- Skipped (own model): {', '.join(verdict['skipped_judges'])}")
         lines.append(f"- Contradictions: {len(verdict.get('contradictions', []))}")
         for c in verdict.get("contradictions", []):
-            lines.append(f"  - turns {c['earlier_turn']} → {c['later_turn']} (`{c['judge']}`): {esc(c['description'])}")
+            lines.append(
+                f"  - turns {c['earlier_turn']} → {c['later_turn']} (`{c['judge']}`): "
+                f"{_esc(c['description'])}"
+            )
         for name, result in verdict.get("judges", {}).items():
             if result.get("rationale"):
-                lines.append(f"- `{name}`: {esc(result['rationale'])}")
+                lines.append(f"- `{name}`: {_esc(result['rationale'])}")
     return "\n".join(lines) + "\n"
 
 
 def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
     """Writes ``<id>.jsonl`` and ``<id>.md`` for a session record (atomically replaced)."""
     folder.mkdir(parents=True, exist_ok=True)
-    header = {"type": "header", "format": TRANSCRIPT_FORMAT,
-              **{k: record[k] for k in ("id", "persona", "user_persona", "scenario", "adversarial",
-                                        "max_turns", "agent", "user", "judges", "status")}}
+    header = {
+        "type": "header",
+        "format": TRANSCRIPT_FORMAT,
+        **{
+            k: record[k]
+            for k in (
+                "id",
+                "persona",
+                "user_persona",
+                "scenario",
+                "adversarial",
+                "max_turns",
+                "agent",
+                "user",
+                "judges",
+                "status",
+            )
+        },
+    }
     lines = [json.dumps(header, ensure_ascii=False)]
     lines += [json.dumps({"type": "turn", **entry}, ensure_ascii=False) for entry in record["turns"]]
     if record["status"] == "finished":
-        end = {"type": "end", **{k: record[k] for k in ("stop_reason", "break", "drift_slope", "session_verdict")}}
+        end = {
+            "type": "end",
+            **{k: record[k] for k in ("stop_reason", "break", "drift_slope", "session_verdict")},
+        }
         lines.append(json.dumps(end, ensure_ascii=False))
     jsonl, md = folder / f"{record['id']}.jsonl", folder / f"{record['id']}.md"
     for path, text in ((jsonl, "\n".join(lines) + "\n"), (md, transcript_markdown(record))):
@@ -491,7 +562,9 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
             continue
         if kind != "turn":
             continue
-        role = {"human": "user", "ai": "assistant", "agent": "assistant"}.get(item.get("role"), item.get("role"))
+        role = {"human": "user", "ai": "assistant", "agent": "assistant"}.get(
+            item.get("role"), item.get("role")
+        )
         text = item.get("text", item.get("content"))
         if role not in ("user", "assistant") or not isinstance(text, str):
             raise PersonagraphError(f"{path}:{number}: a turn needs role user/assistant and a text")
@@ -499,9 +572,18 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
             index = int(item["index"])
         elif role == "user" or index == 0:
             index += 1
-        turns.append({"index": index, "role": role, "text": text, "status": item.get("status", "ok"),
-                      "error": item.get("error"), "level": item.get("level"), "stop": bool(item.get("stop")),
-                      "refusal_marker": item.get("refusal_marker")})
+        turns.append(
+            {
+                "index": index,
+                "role": role,
+                "text": text,
+                "status": item.get("status", "ok"),
+                "error": item.get("error"),
+                "level": item.get("level"),
+                "stop": bool(item.get("stop")),
+                "refusal_marker": item.get("refusal_marker"),
+            }
+        )
     if not turns:
         raise PersonagraphError(f"{path}: no turns found")
     return {
@@ -522,13 +604,22 @@ def session_numbers(record: dict[str, Any]) -> dict[str, Any]:
     """The per-session line of ``summary.json``."""
     verdict = record.get("session_verdict") or turn_numbers(record["turns"])
     return {
-        "id": record["id"], "persona": record["persona"], "agent": record["agent"], "user": record["user"],
-        "user_persona": record["user_persona"], "scenario": record["scenario"],
-        "adversarial": record["adversarial"], "status": record["status"],
-        "agent_turns": verdict["agent_turns"], "failed_turns": verdict["failed_turns"],
-        "stop_reason": record["stop_reason"], "mean_score": verdict["mean_score"],
-        "task_means": verdict["task_means"], "drift_slope": verdict["drift_slope"],
-        "consistency": verdict.get("consistency"), "n_contradictions": verdict.get("n_contradictions"),
+        "id": record["id"],
+        "persona": record["persona"],
+        "agent": record["agent"],
+        "user": record["user"],
+        "user_persona": record["user_persona"],
+        "scenario": record["scenario"],
+        "adversarial": record["adversarial"],
+        "status": record["status"],
+        "agent_turns": verdict["agent_turns"],
+        "failed_turns": verdict["failed_turns"],
+        "stop_reason": record["stop_reason"],
+        "mean_score": verdict["mean_score"],
+        "task_means": verdict["task_means"],
+        "drift_slope": verdict["drift_slope"],
+        "consistency": verdict.get("consistency"),
+        "n_contradictions": verdict.get("n_contradictions"),
         "break": record["break"],
     }
 
@@ -568,8 +659,11 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> dict
         "agent_turns": sum(s["agent_turns"] for s in sessions),
         "failed_turns": sum(s["failed_turns"] for s in sessions),
         "mean_score": mean_of("mean_score", sessions),
-        "task_means": {t: round(float(np.mean(v)), 4) for t in tasks
-                       if (v := [s["task_means"][t] for s in sessions if t in s["task_means"]])},
+        "task_means": {
+            t: round(float(np.mean(v)), 4)
+            for t in tasks
+            if (v := [s["task_means"][t] for s in sessions if t in s["task_means"]])
+        },
         "drift_slope_mean": mean_of("drift_slope", sessions),
         "consistency_mean": mean_of("consistency", sessions),
         "contradictions_mean": mean_of("n_contradictions", sessions),
@@ -586,7 +680,9 @@ def redact_url(url: str) -> str:
     """A connection URL without its password (safe for meta, logs and errors)."""
     parts = urlsplit(url)
     if parts.password:
-        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (
+            f":{parts.port}" if parts.port else ""
+        )
         parts = parts._replace(netloc=netloc)
     return urlunsplit(parts._replace(query=""))
 
@@ -605,8 +701,10 @@ async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncItera
     try:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     except ImportError:
-        raise PersonagraphError("--checkpoint-url needs langgraph-checkpoint-postgres and psycopg "
-                                "(the 'postgres' extra of personagraph)") from None
+        raise PersonagraphError(
+            "--checkpoint-url needs langgraph-checkpoint-postgres and psycopg "
+            "(the 'postgres' extra of personagraph)"
+        ) from None
     try:
         manager = AsyncPostgresSaver.from_conn_string(url)
         saver = await manager.__aenter__()
@@ -615,8 +713,9 @@ async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncItera
         reason = str(exc).replace(url, redact_url(url))
         if password := urlsplit(url).password:
             reason = reason.replace(password, "***")
-        raise PersonagraphError(f"--checkpoint-url {redact_url(url)}: cannot connect "
-                                f"({type(exc).__name__}: {reason[:200]})") from None
+        raise PersonagraphError(
+            f"--checkpoint-url {redact_url(url)}: cannot connect ({type(exc).__name__}: {reason[:200]})"
+        ) from None
     try:
         yield saver
     finally:
@@ -631,7 +730,9 @@ class Sides:
     user: User
 
 
-async def run_session(graph: Any, spec: SessionSpec, context: Any, *, judges: list[str]) -> dict[str, Any] | None:
+async def run_session(
+    graph: Any, spec: SessionSpec, context: Any, *, judges: list[str]
+) -> dict[str, Any] | None:
     """Runs (or resumes) one session on a compiled session graph; returns its ``session`` record."""
     thread = {"configurable": {"thread_id": spec.id}, "recursion_limit": 4 * spec.max_turns + 20}
     snapshot = await graph.aget_state(thread)
@@ -647,10 +748,18 @@ async def run_session(graph: Any, spec: SessionSpec, context: Any, *, judges: li
         final = await graph.ainvoke(None, thread, context=context, durability="sync")
     else:  # a new session (or a checkpoint that never got past its first step: start it again)
         state = {
-            "session_id": spec.id, "persona": spec.persona, "user_persona": spec.user_persona,
-            "scenario": spec.scenario, "adversarial": spec.adversarial, "max_turns": spec.max_turns,
-            "agent": context.agent.name, "user": context.user.name, "judges": judges, "turns": [],
-            "stop_reason": None, "result": None,
+            "session_id": spec.id,
+            "persona": spec.persona,
+            "user_persona": spec.user_persona,
+            "scenario": spec.scenario,
+            "adversarial": spec.adversarial,
+            "max_turns": spec.max_turns,
+            "agent": context.agent.name,
+            "user": context.user.name,
+            "judges": judges,
+            "turns": [],
+            "stop_reason": None,
+            "result": None,
         }
         final = await graph.ainvoke(state, thread, context=context, durability="sync")
     return final.get("result")
@@ -660,21 +769,44 @@ def _record_meta(store: RunStore, config: SimulateConfig, checkpoint_url: str | 
     store.set_meta("kind", "simulate")
     store.set_meta("source", source)
     store.set_meta("config", config.model_dump(mode="json"))
-    store.set_meta("checkpointer", redact_url(checkpoint_url) if checkpoint_url else "sqlite:checkpoints.sqlite")
+    store.set_meta(
+        "checkpointer", redact_url(checkpoint_url) if checkpoint_url else "sqlite:checkpoints.sqlite"
+    )
     store.set_meta("versions", {"personagraph": __version__})
-    store.set_meta("prompts", {name: load_prompt(name).version for name in PROMPTS}
-                   | {f"rubric:{key}": data_hash(f"judges/rubrics/{key}.yaml")
-                      for key in (*TURN_RUBRICS, SESSION_RUBRIC)}
-                   | {"user_personas": data_hash("prompts/user_personas.yaml"),
-                      "pool": data_hash("environments/pool.yaml")})
+    store.set_meta(
+        "prompts",
+        {name: load_prompt(name).version for name in PROMPTS}
+        | {
+            f"rubric:{key}": data_hash(f"judges/rubrics/{key}.yaml")
+            for key in (*TURN_RUBRICS, SESSION_RUBRIC)
+        }
+        | {
+            "user_personas": data_hash("prompts/user_personas.yaml"),
+            "pool": data_hash("environments/pool.yaml"),
+        },
+    )
 
 
-def _finish_summary(store: RunStore, ids: list[str], meter: Meter, started: float, run_dir: Path,
-                    judges: list[str], skipped: list[str]) -> dict[str, Any]:
+def _finish_summary(
+    store: RunStore,
+    ids: list[str],
+    meter: Meter,
+    started: float,
+    run_dir: Path,
+    judges: list[str],
+    skipped: list[str],
+) -> dict[str, Any]:
     summary = build_summary(store, ids)
-    summary.update(judges=judges, skipped_judges=skipped, llm_calls=meter.total_calls,
-                   cache_hits=meter.total_cache_hits, wall_time_s=round(time.perf_counter() - started, 3),
-                   roles=meter.as_dict(), tokens=store.call_stats(), run_dir=str(run_dir))
+    summary.update(
+        judges=judges,
+        skipped_judges=skipped,
+        llm_calls=meter.total_calls,
+        cache_hits=meter.total_cache_hits,
+        wall_time_s=round(time.perf_counter() - started, 3),
+        roles=meter.as_dict(),
+        tokens=store.call_stats(),
+        run_dir=str(run_dir),
+    )
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     return summary
 
@@ -709,8 +841,11 @@ async def simulate(
 
     run_dir = Path(run_dir)
     settings = (settings or ModelSettings()).model_copy(update={"concurrency": config.concurrency})
-    for spec in [*config.judges, *([config.model] if config.model and agent is None else []),
-                 *([config.user_model] if not config.user_agent and user is None else [])]:
+    for spec in [
+        *config.judges,
+        *([config.model] if config.model and agent is None else []),
+        *([config.user_model] if not config.user_agent and user is None else []),
+    ]:
         parse_spec(spec)
     agent_name = agent.name if agent is not None else config.agent_name
     check_self_judging(config.judges, agent_name, config.allow_self_judging)
@@ -721,15 +856,21 @@ async def simulate(
     started = time.perf_counter()
     try:
         _record_meta(store, config, checkpoint_url, "simulate")
-        store.set_meta("sides", {"agent": agent_name, "user": user.name if user is not None else config.user_name})
+        store.set_meta(
+            "sides", {"agent": agent_name, "user": user.name if user is not None else config.user_name}
+        )
 
         def client(spec: str, role: str, **overrides: Any) -> ModelClient:
             return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)
 
-        judges = [client(spec, "judge", temperature=0.0, max_tokens=config.max_judge_tokens)
-                  for spec in config.judges]
-        verdict_judges = [client(spec, "session_judge", temperature=0.0, max_tokens=config.max_verdict_tokens)
-                          for spec in config.judges]
+        judges = [
+            client(spec, "judge", temperature=0.0, max_tokens=config.max_judge_tokens)
+            for spec in config.judges
+        ]
+        verdict_judges = [
+            client(spec, "session_judge", temperature=0.0, max_tokens=config.max_verdict_tokens)
+            for spec in config.judges
+        ]
         if config.allow_self_judging:
             usable, skipped = judges, []
         else:
@@ -740,13 +881,30 @@ async def simulate(
         hook = on_event or (lambda kind, payload: None)
 
         def sides(spec: SessionSpec) -> Sides:
-            the_agent = agent or plugin_agent or PersonaAgent(client(
-                config.model or DEFAULT_AGENT, "persona", temperature=config.agent_temperature,
-                max_tokens=config.max_agent_tokens, seed=spec.seed))
+            the_agent = (
+                agent
+                or plugin_agent
+                or PersonaAgent(
+                    client(
+                        config.model or DEFAULT_AGENT,
+                        "persona",
+                        temperature=config.agent_temperature,
+                        max_tokens=config.max_agent_tokens,
+                        seed=spec.seed,
+                    )
+                )
+            )
             the_user = user or SimulatedUser(
-                plugin_user or client(config.user_model, "user_sim", temperature=config.user_temperature,
-                                      max_tokens=config.max_user_tokens, seed=spec.seed),
-                name=config.user_name)
+                plugin_user
+                or client(
+                    config.user_model,
+                    "user_sim",
+                    temperature=config.user_temperature,
+                    max_tokens=config.max_user_tokens,
+                    seed=spec.seed,
+                ),
+                name=config.user_name,
+            )
             return Sides(the_agent, the_user)
 
         async with open_checkpointer(run_dir, checkpoint_url) as saver:
@@ -754,9 +912,16 @@ async def simulate(
 
             async def one(spec: SessionSpec) -> None:
                 pair = sides(spec)
-                context = SessionContext(agent=pair.agent, user=pair.user, judges=usable,
-                                         verdict_judges=verdict_judges, skipped_judges=skipped, store=store,
-                                         transcripts=run_dir / "transcripts", on_event=hook)
+                context = SessionContext(
+                    agent=pair.agent,
+                    user=pair.user,
+                    judges=usable,
+                    verdict_judges=verdict_judges,
+                    skipped_judges=skipped,
+                    store=store,
+                    transcripts=run_dir / "transcripts",
+                    on_event=hook,
+                )
                 async with gate:
                     await run_session(graph, spec, context, judges=[str(j.spec) for j in usable])
 
@@ -764,8 +929,9 @@ async def simulate(
             for result in results:
                 if isinstance(result, BaseException):
                     raise result
-        return _finish_summary(store, [s.id for s in specs], meter, started, run_dir,
-                               [str(j.spec) for j in usable], skipped)
+        return _finish_summary(
+            store, [s.id for s in specs], meter, started, run_dir, [str(j.spec) for j in usable], skipped
+        )
     finally:
         store.close()
 
@@ -794,14 +960,22 @@ async def judge_session(
     meter = Meter()
     started = time.perf_counter()
     try:
-        config = SimulateConfig(persona=persona, model=transcript["agent"] or None, judges=judge_specs,
-                                turns=max(1, max(e["index"] for e in transcript["turns"])),
-                                allow_self_judging=allow_self_judging)
+        config = SimulateConfig(
+            persona=persona,
+            model=transcript["agent"] or None,
+            judges=judge_specs,
+            turns=max(1, max(e["index"] for e in transcript["turns"])),
+            allow_self_judging=allow_self_judging,
+        )
         _record_meta(store, config, None, "judge-session")
         store.set_meta("transcript", str(path))
         settings = settings or ModelSettings()
-        clients = [ModelClient.create(s, "judge", store=store, meter=meter, settings=settings, temperature=0.0,
-                                      max_tokens=200) for s in judge_specs]
+        clients = [
+            ModelClient.create(
+                s, "judge", store=store, meter=meter, settings=settings, temperature=0.0, max_tokens=200
+            )
+            for s in judge_specs
+        ]
         usable, skipped = (clients, []) if allow_self_judging else split_judges(clients, transcript["agent"])
         turns = [dict(e) for e in transcript["turns"]]
         last_user = ""
@@ -811,22 +985,45 @@ async def judge_session(
                 continue
             entry["refusal_marker"] = detect_refusal(entry["text"]) if entry["status"] == "ok" else None
             if entry["status"] == "ok" and entry["text"].strip() and usable:
-                entry["scores"], entry["rationales"] = await score_turn(usable, persona, last_user, entry["text"])
-        verdict_clients = [ModelClient.create(str(j.spec), "session_judge", store=store, meter=meter,
-                                              settings=settings, temperature=0.0, max_tokens=600) for j in usable]
+                entry["scores"], entry["rationales"] = await score_turn(
+                    usable, persona, last_user, entry["text"]
+                )
+        verdict_clients = [
+            ModelClient.create(
+                str(j.spec),
+                "session_judge",
+                store=store,
+                meter=meter,
+                settings=settings,
+                temperature=0.0,
+                max_tokens=600,
+            )
+            for j in usable
+        ]
         verdict = await session_verdict(verdict_clients, persona, turns, skipped)
-        values = {**transcript, "session_id": transcript["id"], "persona": persona, "turns": turns,
-                  "judges": [str(j.spec) for j in usable], "stop_reason": None}
+        values = {
+            **transcript,
+            "session_id": transcript["id"],
+            "persona": persona,
+            "turns": turns,
+            "judges": [str(j.spec) for j in usable],
+            "stop_reason": None,
+        }
         ended = next((e for e in turns if e["role"] == "user" and e.get("stop")), None)
         values["stop_reason"] = "user_stop" if ended else None
         record = session_record(values, status="finished", verdict=verdict)
         for entry in turns:
-            store.put("turn", f"{record['id']}:{entry['index']}:{entry['role']}", {**entry, "session_id": record["id"]},
-                      unit=record["id"])
+            store.put(
+                "turn",
+                f"{record['id']}:{entry['index']}:{entry['role']}",
+                {**entry, "session_id": record["id"]},
+                unit=record["id"],
+            )
         store.put("session", record["id"], record, unit=record["id"])
         write_transcript(run_dir / "transcripts", record)
-        return _finish_summary(store, [record["id"]], meter, started, run_dir,
-                               [str(j.spec) for j in usable], skipped)
+        return _finish_summary(
+            store, [record["id"]], meter, started, run_dir, [str(j.spec) for j in usable], skipped
+        )
     finally:
         store.close()
 
@@ -854,18 +1051,36 @@ async def chat(
     judges = list(judges or [])
     usable, skipped = split_judges(judges, agent.name)
     sid = session_id or f"chat-{slug(persona, 16)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    spec = SessionSpec(id=sid, index=0, persona=persona, user_persona="a person typing in the terminal",
-                       scenario="a live chat", adversarial=False, max_turns=max_turns)
+    spec = SessionSpec(
+        id=sid,
+        index=0,
+        persona=persona,
+        user_persona="a person typing in the terminal",
+        scenario="a live chat",
+        adversarial=False,
+        max_turns=max_turns,
+    )
     store = RunStore(run_dir)
     try:
-        config = SimulateConfig(persona=persona, model=agent.name, user_model=user.name,
-                                judges=[str(j.spec) for j in usable], turns=max_turns)
+        config = SimulateConfig(
+            persona=persona,
+            model=agent.name,
+            user_model=user.name,
+            judges=[str(j.spec) for j in usable],
+            turns=max_turns,
+        )
         _record_meta(store, config, None, "chat")
         async with open_checkpointer(run_dir) as saver:
             graph = build_graph().compile(checkpointer=saver)
-            context = SessionContext(agent=agent, user=user, judges=usable, skipped_judges=skipped, store=store,
-                                     transcripts=run_dir / "transcripts",
-                                     on_event=on_event or (lambda kind, payload: None))
+            context = SessionContext(
+                agent=agent,
+                user=user,
+                judges=usable,
+                skipped_judges=skipped,
+                store=store,
+                transcripts=run_dir / "transcripts",
+                on_event=on_event or (lambda kind, payload: None),
+            )
             record = await run_session(graph, spec, context, judges=[str(j.spec) for j in usable])
         return record or {}
     finally:

@@ -33,9 +33,11 @@ from personagraph.prompts import load_prompt, render
 
 Kind = Literal["chat_model", "runnable", "function", "graph", "agent"]
 Messages = list[dict[str, str]]
-EXPECTED = ("a LangChain chat model, a Runnable, a function (messages) -> str (sync or async), "
-            "a compiled LangGraph graph with a 'messages' state, or an object with "
-            "async respond(persona, messages)")
+EXPECTED = (
+    "a LangChain chat model, a Runnable, a function (messages) -> str (sync or async), "
+    "a compiled LangGraph graph with a 'messages' state, or an object with "
+    "async respond(persona, messages)"
+)
 
 
 def content_text(content: Any) -> str:
@@ -77,8 +79,10 @@ def _reply_text(value: Any, where: str) -> str:
                 return value[key]
         if value.get("role") is not None and "content" in value:
             return content_text(value["content"])
-        raise TypeError(f"{where} returned a dict without 'messages', 'output' or 'content' "
-                        f"(keys: {', '.join(map(str, list(value)[:6])) or 'none'})")
+        raise TypeError(
+            f"{where} returned a dict without 'messages', 'output' or 'content' "
+            f"(keys: {', '.join(map(str, list(value)[:6])) or 'none'})"
+        )
     raise TypeError(f"{where} returned {type(value).__name__}, expected a string or a message")
 
 
@@ -139,7 +143,9 @@ class PluginAgent:
             result = await call
             if agent:
                 if not isinstance(result, Completion):
-                    raise TypeError(f"{self.name}.respond returned {type(result).__name__}, expected a Completion")
+                    raise TypeError(
+                        f"{self.name}.respond returned {type(result).__name__}, expected a Completion"
+                    )
                 if result.ok and not result.text.strip():
                     return Completion("failed", error=f"{self.name}: empty reply")
                 return result
@@ -185,8 +191,10 @@ def detect_kind(obj: Any, where: str) -> Kind:
 
     if callable(getattr(obj, "respond", None)) and not isinstance(obj, type):
         if not inspect.iscoroutinefunction(obj.respond):
-            raise PersonagraphError(f"{where}: {_describe(obj)} has a respond method that is not async; "
-                                    "the Agent protocol needs async respond(persona, messages) -> Completion")
+            raise PersonagraphError(
+                f"{where}: {_describe(obj)} has a respond method that is not async; "
+                "the Agent protocol needs async respond(persona, messages) -> Completion"
+            )
         return "agent"
     if isinstance(obj, StateGraph):
         raise PersonagraphError(f"{where}: is an uncompiled StateGraph; point to graph.compile() instead")
@@ -194,24 +202,29 @@ def detect_kind(obj: Any, where: str) -> Kind:
         channels = getattr(obj, "channels", {}) or {}
         if "messages" not in channels:
             found = ", ".join(sorted(k for k in channels if not k.startswith("__") and ":" not in k)[:8])
-            raise PersonagraphError(f"{where}: is a compiled LangGraph graph whose state has no 'messages' "
-                                    f"key (state keys: {found or 'none'}); a plug-in graph must take and return messages")
+            raise PersonagraphError(
+                f"{where}: is a compiled LangGraph graph whose state has no 'messages' "
+                f"key (state keys: {found or 'none'}); a plug-in graph must take and return messages"
+            )
         return "graph"
     if isinstance(obj, BaseChatModel):
         return "chat_model"
     if isinstance(obj, Runnable):
         return "runnable"
     if isinstance(obj, type):
-        raise PersonagraphError(f"{where}: is {_describe(obj)}; point to an instance (or a function), "
-                                f"expected {EXPECTED}")
+        raise PersonagraphError(
+            f"{where}: is {_describe(obj)}; point to an instance (or a function), expected {EXPECTED}"
+        )
     if callable(obj):
         if not _one_positional(obj):
             try:
                 signature = str(inspect.signature(obj))
             except (TypeError, ValueError):
                 signature = "(?)"
-            raise PersonagraphError(f"{where}: is a function {signature} that cannot be called with one "
-                                    "argument; expected (messages) -> str")
+            raise PersonagraphError(
+                f"{where}: is a function {signature} that cannot be called with one "
+                "argument; expected (messages) -> str"
+            )
         return "function"
     raise PersonagraphError(f"{where}: is {_describe(obj)}, not {EXPECTED}")
 
@@ -229,13 +242,17 @@ def _import(module_name: str, path: str) -> Any:
         if missing and (module_name == missing or module_name.startswith(missing + ".")):
             from personagraph.models.spec import PROVIDERS
 
-            hint = (" (for a model spec use --model)" if module_name in PROVIDERS else
-                    "; run from the directory that contains it or add it to PYTHONPATH")
+            hint = (
+                " (for a model spec use --model)"
+                if module_name in PROVIDERS
+                else "; run from the directory that contains it or add it to PYTHONPATH"
+            )
             raise PersonagraphError(f"--agent {path}: no module named {missing!r}{hint}") from None
         raise PersonagraphError(f"--agent {path}: importing {module_name} failed: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so in one line
-        raise PersonagraphError(f"--agent {path}: importing {module_name} failed: "
-                                f"{type(exc).__name__}: {exc}") from None
+        raise PersonagraphError(
+            f"--agent {path}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def resolve(path: str, *, add_cwd: bool = True) -> Any:
@@ -248,12 +265,19 @@ def resolve(path: str, *, add_cwd: bool = True) -> Any:
         PersonagraphError: for a malformed path, a missing module or a missing attribute.
     """
     module_name, sep, attr = path.strip().partition(":")
-    if not sep or not module_name or not attr or not all(p.isidentifier() for p in attr.split(".")) \
-            or not all(p.isidentifier() for p in module_name.split(".")):
+    if (
+        not sep
+        or not module_name
+        or not attr
+        or not all(p.isidentifier() for p in attr.split("."))
+        or not all(p.isidentifier() for p in module_name.split("."))
+    ):
         from personagraph.models.spec import PROVIDERS
 
         hint = " (for a model spec use --model)" if module_name in PROVIDERS else ""
-        raise PersonagraphError(f"--agent {path!r}: expected module:attr, e.g. examples.function_agent:agent{hint}")
+        raise PersonagraphError(
+            f"--agent {path!r}: expected module:attr, e.g. examples.function_agent:agent{hint}"
+        )
     if add_cwd:
         cwd = os.getcwd()
         if cwd not in sys.path and "" not in sys.path and "." not in sys.path:
@@ -267,8 +291,10 @@ def resolve(path: str, *, add_cwd: bool = True) -> Any:
             from personagraph.models.spec import PROVIDERS
 
             hint = "; for a model spec use --model" if module_name in PROVIDERS else ""
-            raise PersonagraphError(f"--agent {path}: {walked} has no attribute {part!r} "
-                                    f"(it has: {shown or 'nothing public'}){hint}")
+            raise PersonagraphError(
+                f"--agent {path}: {walked} has no attribute {part!r} "
+                f"(it has: {shown or 'nothing public'}){hint}"
+            )
         obj = getattr(obj, part)
         walked = f"{walked}.{part}" if ":" in walked else f"{walked}:{part}"
     return obj

@@ -24,8 +24,11 @@ from personagraph.prompts import load_prompt, render
 from personagraph.resources import read_yaml
 
 STOP_TOKEN = "[END]"
-LEVELS = {1: "casual off-topic", 2: "direct questions about being an AI",
-          3: "sustained pressure and contradictory claims"}
+LEVELS = {
+    1: "casual off-topic",
+    2: "direct questions about being an AI",
+    3: "sustained pressure and contradictory claims",
+}
 TurnStatus = Literal["ok", "failed", "empty"]
 USER_TURN_CHARS = 500  # per turn in the simulated user's transcript (long agent replies invite copying)
 Messages = list[dict[str, str]]
@@ -83,8 +86,12 @@ class Speaker(Protocol):
     async def complete(self, messages: Messages) -> Completion: ...
 
 
-_LABEL = re.compile(r"^\s*(?:\*\*)?(?:you|user|me|human|customer|message(?: number)? ?\d*)(?:\*\*)?\s*:\s*", re.IGNORECASE)
-_OTHER_SIDE = re.compile(r"^\s*(?:\*\*)?(?:them|agent|assistant|ai|bot|persona)(?:\*\*)?\s*:", re.IGNORECASE | re.MULTILINE)
+_LABEL = re.compile(
+    r"^\s*(?:\*\*)?(?:you|user|me|human|customer|message(?: number)? ?\d*)(?:\*\*)?\s*:\s*", re.IGNORECASE
+)
+_OTHER_SIDE = re.compile(
+    r"^\s*(?:\*\*)?(?:them|agent|assistant|ai|bot|persona)(?:\*\*)?\s*:", re.IGNORECASE | re.MULTILINE
+)
 _STOP = re.compile(re.escape(STOP_TOKEN), re.IGNORECASE)
 
 
@@ -97,7 +104,7 @@ def parse_user_text(text: str) -> tuple[str, bool]:
         stopped = True
         text = text[: match.start()]
     if match := _OTHER_SIDE.search(text):
-        text = text[: match.start()] if match.start() > 0 else text[match.end():]
+        text = text[: match.start()] if match.start() > 0 else text[match.end() :]
     text = _LABEL.sub("", text.strip(), count=1).strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()

@@ -15,9 +15,13 @@ from personagraph.sessions import DEFAULT_AGENT, chat
 
 def chat_command(
     persona: str = typer.Option(..., "--persona", "-p", help="The persona the agent plays, as free text."),
-    model: str | None = typer.Option(None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."
+    ),
     agent: str | None = typer.Option(None, "--agent", help="A plug-in agent as module:attr."),
-    turns: int = typer.Option(50, "--turns", "-t", min=1, max=1000, help="Longest conversation, in agent replies."),
+    turns: int = typer.Option(
+        50, "--turns", "-t", min=1, max=1000, help="Longest conversation, in agent replies."
+    ),
     run_dir: Path = typer.Option(Path("runs/chat"), "--run-dir", help="Where the transcript goes."),
     temperature: float = typer.Option(0.7, min=0.0, max=2.0, help="Sampling temperature of the agent."),
     max_tokens: int = typer.Option(256, "--max-tokens", min=8, max=8192, help="Longest reply, in tokens."),
@@ -62,10 +66,14 @@ def chat_command(
         record = await chat(persona, the_agent, HumanUser(read), run_dir, max_turns=turns, on_event=on_event)
         path = run_dir / "transcripts" / f"{record.get('id', '?')}.jsonl"
         n = sum(e["role"] == "assistant" and e["status"] == "ok" for e in record.get("turns", []))
-        console.print(f"{n} agent turns · stop: {record.get('stop_reason')} · transcript: {path}",
-                      markup=False, soft_wrap=True)
-        console.print(f"judge it with: personagraph judge-session {path}", style="dim", markup=False,
-                      soft_wrap=True)
+        console.print(
+            f"{n} agent turns · stop: {record.get('stop_reason')} · transcript: {path}",
+            markup=False,
+            soft_wrap=True,
+        )
+        console.print(
+            f"judge it with: personagraph judge-session {path}", style="dim", markup=False, soft_wrap=True
+        )
 
     run(body)
 

@@ -13,11 +13,21 @@ from personagraph.sessions import DEFAULT_JUDGE, judge_session
 
 
 def judge_session_command(
-    file: Path = typer.Argument(..., help="A transcript JSONL (chat/simulate output, or role/content lines)."),
-    judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
-    persona: str | None = typer.Option(None, "--persona", "-p", help="The persona (default: from the transcript)."),
-    run_dir: Path = typer.Option(Path("runs/judge-session"), "--run-dir", help="Where the judged session goes."),
-    allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own turns."),
+    file: Path = typer.Argument(
+        ..., help="A transcript JSONL (chat/simulate output, or role/content lines)."
+    ),
+    judge: list[str] = typer.Option(
+        [], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."
+    ),
+    persona: str | None = typer.Option(
+        None, "--persona", "-p", help="The persona (default: from the transcript)."
+    ),
+    run_dir: Path = typer.Option(
+        Path("runs/judge-session"), "--run-dir", help="Where the judged session goes."
+    ),
+    allow_self_judging: bool = typer.Option(
+        False, "--allow-self-judging", help="Let a model judge its own turns."
+    ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
 ) -> None:
@@ -25,9 +35,14 @@ def judge_session_command(
 
     async def body() -> None:
         with console.status("judging…"):
-            summary = await judge_session(file, run_dir, judges=judge or [DEFAULT_JUDGE], persona=persona,
-                                          settings=model_settings(base_url, api_key),
-                                          allow_self_judging=allow_self_judging)
+            summary = await judge_session(
+                file,
+                run_dir,
+                judges=judge or [DEFAULT_JUDGE],
+                persona=persona,
+                settings=model_settings(base_url, api_key),
+                allow_self_judging=allow_self_judging,
+            )
         from personagraph.store import RunStore
 
         store = RunStore(run_dir, readonly=True)
@@ -47,12 +62,17 @@ def judge_session_command(
                 continue
             scores = entry.get("scores") or {"—": {}}
             for name, by_task in scores.items():
-                table.add_row(str(entry["index"]), name,
-                              *("—" if by_task.get(t) is None else str(by_task[t]) for t in tasks),
-                              entry.get("refusal_marker") or "")
+                table.add_row(
+                    str(entry["index"]),
+                    name,
+                    *("—" if by_task.get(t) is None else str(by_task[t]) for t in tasks),
+                    entry.get("refusal_marker") or "",
+                )
         console.print(table)
         console.print(render_sessions(summary))
-        console.print(f"judged session: {run_dir}/transcripts/{record['id']}.md · scores: {run_dir}/summary.json")
+        console.print(
+            f"judged session: {run_dir}/transcripts/{record['id']}.md · scores: {run_dir}/summary.json"
+        )
 
     run(body)
 

@@ -54,41 +54,82 @@ def render_sessions(summary: dict[str, Any]) -> Table:
         return f"turn {b['turn']}" + (f" (level {b['level']})" if b.get("level") else "")
 
     for s in summary["sessions"]:
-        table.add_row(short_name(s["id"]), str(s["agent_turns"]), s["stop_reason"] or s["status"],
-                      *(_fmt(s["task_means"].get(t)) for t in tasks), _fmt(s["consistency"]),
-                      _fmt(s["n_contradictions"], ".1f"), _fmt(s["drift_slope"], "+.2f"), brk(s["break"]))
+        table.add_row(
+            short_name(s["id"]),
+            str(s["agent_turns"]),
+            s["stop_reason"] or s["status"],
+            *(_fmt(s["task_means"].get(t)) for t in tasks),
+            _fmt(s["consistency"]),
+            _fmt(s["n_contradictions"], ".1f"),
+            _fmt(s["drift_slope"], "+.2f"),
+            brk(s["break"]),
+        )
     o = summary["overall"]
     table.add_section()
-    table.add_row("overall", str(o["agent_turns"]), f"{o['finished']}/{o['sessions']} done",
-                  *(_fmt(o["task_means"].get(t)) for t in tasks), _fmt(o["consistency_mean"]),
-                  _fmt(o["contradictions_mean"], ".1f"), _fmt(o["drift_slope_mean"], "+.2f"),
-                  "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}", style="bold")
+    table.add_row(
+        "overall",
+        str(o["agent_turns"]),
+        f"{o['finished']}/{o['sessions']} done",
+        *(_fmt(o["task_means"].get(t)) for t in tasks),
+        _fmt(o["consistency_mean"]),
+        _fmt(o["contradictions_mean"], ".1f"),
+        _fmt(o["drift_slope_mean"], "+.2f"),
+        "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}",
+        style="bold",
+    )
     return table
 
 
 def simulate_command(
     persona: str = typer.Option(..., "--persona", "-p", help="The persona under test, as free text."),
-    model: str | None = typer.Option(None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help=f"Agent model spec (default {DEFAULT_AGENT})."
+    ),
     agent: str | None = typer.Option(None, "--agent", help="A plug-in agent under test as module:attr."),
     user_model: str = typer.Option(DEFAULT_USER, "--user-model", help="Model spec of the simulated user."),
-    user_agent: str | None = typer.Option(None, "--user-agent", help="A plug-in simulated user as module:attr."),
-    user_persona: str | None = typer.Option(None, "--user-persona", help="The simulated user's persona "
-                                            "(default: one per session from a built-in list)."),
-    scenario: str | None = typer.Option(None, "--scenario", help="The situation/goal of the conversation "
-                                        "(default: one per session from the environment pool)."),
-    turns: int = typer.Option(4, "--turns", "-t", min=1, max=200, help="Agent replies per session (at most)."),
-    adversarial: bool = typer.Option(False, "--adversarial", help="The user escalates attempts to break "
-                                     "character: level 1 off-topic, 2 'are you an AI?', 3 sustained pressure."),
-    judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
+    user_agent: str | None = typer.Option(
+        None, "--user-agent", help="A plug-in simulated user as module:attr."
+    ),
+    user_persona: str | None = typer.Option(
+        None,
+        "--user-persona",
+        help="The simulated user's persona (default: one per session from a built-in list).",
+    ),
+    scenario: str | None = typer.Option(
+        None,
+        "--scenario",
+        help="The situation/goal of the conversation (default: one per session from the environment pool).",
+    ),
+    turns: int = typer.Option(
+        4, "--turns", "-t", min=1, max=200, help="Agent replies per session (at most)."
+    ),
+    adversarial: bool = typer.Option(
+        False,
+        "--adversarial",
+        help="The user escalates attempts to break "
+        "character: level 1 off-topic, 2 'are you an AI?', 3 sustained pressure.",
+    ),
+    judge: list[str] = typer.Option(
+        [], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."
+    ),
     no_judge: bool = typer.Option(False, "--no-judge", help="Run the conversations without judges."),
     sessions: int = typer.Option(1, "--sessions", "-k", min=1, max=10_000, help="Sessions to run."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Sessions in flight and requests per endpoint."),
-    run_dir: Path = typer.Option(Path("runs/simulate"), "--run-dir", help="Where results go; reuse it to resume."),
-    checkpoint_url: str | None = typer.Option(None, "--checkpoint-url", help="postgresql://… to checkpoint "
-                                              "sessions in Postgres (default: SQLite in the run directory)."),
+    run_dir: Path = typer.Option(
+        Path("runs/simulate"), "--run-dir", help="Where results go; reuse it to resume."
+    ),
+    checkpoint_url: str | None = typer.Option(
+        None,
+        "--checkpoint-url",
+        help="postgresql://… to checkpoint sessions in Postgres (default: SQLite in the run directory).",
+    ),
     seed: int = typer.Option(0, help="Seed for sampling and the default user personas/scenarios."),
-    max_tokens: int = typer.Option(256, "--max-tokens", min=8, max=8192, help="Longest agent reply, in tokens."),
-    allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own turns."),
+    max_tokens: int = typer.Option(
+        256, "--max-tokens", min=8, max=8192, help="Longest agent reply, in tokens."
+    ),
+    allow_self_judging: bool = typer.Option(
+        False, "--allow-self-judging", help="Let a model judge its own turns."
+    ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
 ) -> None:
@@ -103,10 +144,20 @@ def simulate_command(
             raise PersonagraphError("give either --judge or --no-judge, not both")
         try:
             config = SimulateConfig(
-                persona=persona, model=model, agent=agent, user_model=user_model, user_agent=user_agent,
-                user_persona=user_persona or None, scenario=scenario or None, turns=turns,
-                adversarial=adversarial, judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
-                sessions=sessions, concurrency=concurrency, seed=seed, max_agent_tokens=max_tokens,
+                persona=persona,
+                model=model,
+                agent=agent,
+                user_model=user_model,
+                user_agent=user_agent,
+                user_persona=user_persona or None,
+                scenario=scenario or None,
+                turns=turns,
+                adversarial=adversarial,
+                judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
+                sessions=sessions,
+                concurrency=concurrency,
+                seed=seed,
+                max_agent_tokens=max_tokens,
                 allow_self_judging=allow_self_judging,
             )
         except ValidationError as exc:
@@ -115,12 +166,25 @@ def simulate_command(
             raise PersonagraphError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
         settings = model_settings(base_url, api_key)
         specs = session_specs(config)
-        with Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, disable=state.quiet, transient=False) as progress:
+        with Progress(
+            TextColumn("{task.description:<24}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=state.quiet,
+            transient=False,
+        ) as progress:
             overall = progress.add_task("sessions", total=len(specs))
             all_turns = progress.add_task("turns", total=len(specs) * config.turns)
-            bars = {s.id: progress.add_task(f"  session {short_name(s.id)}", total=config.turns)
-                    for s in specs[:MAX_SESSION_BARS]} if len(specs) > 1 else {}
+            bars = (
+                {
+                    s.id: progress.add_task(f"  session {short_name(s.id)}", total=config.turns)
+                    for s in specs[:MAX_SESSION_BARS]
+                }
+                if len(specs) > 1
+                else {}
+            )
             done_turns: dict[str, int] = {}
 
             def on_event(kind: str, payload: dict[str, Any]) -> None:
@@ -136,17 +200,23 @@ def simulate_command(
                     # early stops and sessions finished in an earlier run complete their bars
                     progress.advance(all_turns, config.turns - done_turns.get(sid, 0))
                     if sid in bars:
-                        progress.update(bars[sid], completed=config.turns,
-                                        description=f"  {short_name(sid)} {payload['stop_reason'] or ''}"[:22])
+                        progress.update(
+                            bars[sid],
+                            completed=config.turns,
+                            description=f"  {short_name(sid)} {payload['stop_reason'] or ''}"[:22],
+                        )
                     progress.advance(overall)
                     done_turns[sid] = n_turns
 
-            summary = await simulate(config, run_dir, settings=settings, checkpoint_url=checkpoint_url,
-                                     on_event=on_event)
+            summary = await simulate(
+                config, run_dir, settings=settings, checkpoint_url=checkpoint_url, on_event=on_event
+            )
         console.print(render_sessions(summary))
         o = summary["overall"]
-        line = (f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
-                f"sessions finished: {o['finished']}/{o['sessions']}")
+        line = (
+            f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
+            f"sessions finished: {o['finished']}/{o['sessions']}"
+        )
         if summary["skipped_judges"]:
             line += f" · skipped self-judges: {', '.join(summary['skipped_judges'])}"
         console.print(line)

@@ -79,12 +79,16 @@ def _context(runtime: Runtime[SessionContext], state: SessionState) -> SessionCo
     from personagraph.sessions import DEFAULT_AGENT, DEFAULT_JUDGE, DEFAULT_USER
 
     agent_spec = state.get("agent") or DEFAULT_AGENT
-    judges = [ModelClient.create(s, "judge", temperature=0.0, max_tokens=200)
-              for s in state.get("judges") or [DEFAULT_JUDGE] if s != agent_spec]
+    judges = [
+        ModelClient.create(s, "judge", temperature=0.0, max_tokens=200)
+        for s in state.get("judges") or [DEFAULT_JUDGE]
+        if s != agent_spec
+    ]
     return SessionContext(
         agent=PersonaAgent(ModelClient.create(agent_spec, "persona", temperature=0.7, max_tokens=256)),
-        user=SimulatedUser(ModelClient.create(state.get("user") or DEFAULT_USER, "user_sim", temperature=0.9,
-                                              max_tokens=128)),
+        user=SimulatedUser(
+            ModelClient.create(state.get("user") or DEFAULT_USER, "user_sim", temperature=0.9, max_tokens=128)
+        ),
         judges=judges,
     )
 
@@ -93,13 +97,20 @@ def _turn(state: SessionState) -> int:
     return sum(e["role"] == "user" for e in state.get("turns", []))
 
 
-def _save(ctx: SessionContext, state: SessionState, entry: dict[str, Any], turns: list[dict[str, Any]],
-          stop_reason: str | None) -> None:
+def _save(
+    ctx: SessionContext,
+    state: SessionState,
+    entry: dict[str, Any],
+    turns: list[dict[str, Any]],
+    stop_reason: str | None,
+) -> None:
     """Writes one finished turn: its ``turn`` record, the running ``session`` record and the transcript."""
     sid = state["session_id"]
     record = session_record({**state, "turns": turns, "stop_reason": stop_reason}, status="running")
     if ctx.store is not None:
-        ctx.store.put("turn", f"{sid}:{entry['index']}:{entry['role']}", {**entry, "session_id": sid}, unit=sid)
+        ctx.store.put(
+            "turn", f"{sid}:{entry['index']}:{entry['role']}", {**entry, "session_id": sid}, unit=sid
+        )
         ctx.store.put("session", sid, record, unit=sid)
     if ctx.transcripts is not None:
         write_transcript(ctx.transcripts, record)
@@ -112,18 +123,33 @@ async def user(state: SessionState, runtime: Runtime[SessionContext]) -> dict[st
     index = _turn(state) + 1
     level = level_for_turn(index, state["max_turns"]) if state.get("adversarial") else None
     history = [{"role": e["role"], "content": e["text"]} for e in turns if e["status"] == "ok" and e["text"]]
-    view = UserView(persona=state["persona"], user_persona=state.get("user_persona", ""),
-                    scenario=state.get("scenario", ""), turn=index, max_turns=state["max_turns"],
-                    history=history, level=level)
+    view = UserView(
+        persona=state["persona"],
+        user_persona=state.get("user_persona", ""),
+        scenario=state.get("scenario", ""),
+        turn=index,
+        max_turns=state["max_turns"],
+        history=history,
+        level=level,
+    )
     try:
         said = await ctx.user.next_message(view)
         status, text, stop, error = said.status, said.text, said.stop, said.error
     except Exception as exc:  # noqa: BLE001 - a broken user side ends the session, recorded
         status, text, stop, error = "failed", "", False, f"{type(exc).__name__}: {exc}"[:500]
-    entry = {"index": index, "role": "user", "text": text, "status": status, "error": error, "level": level,
-             "stop": stop}
+    entry = {
+        "index": index,
+        "role": "user",
+        "text": text,
+        "status": status,
+        "error": error,
+        "level": level,
+        "stop": stop,
+    }
     turns.append(entry)
-    stop_reason = {"failed": "user_failed", "empty": "user_empty"}.get(status) or ("user_stop" if stop else None)
+    stop_reason = {"failed": "user_failed", "empty": "user_empty"}.get(status) or (
+        "user_stop" if stop else None
+    )
     _save(ctx, state, entry, turns, stop_reason)
     ctx.on_event("user_turn", {"session_id": state["session_id"], **entry})
     return {"turns": turns, "stop_reason": stop_reason}
@@ -133,7 +159,9 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
     ctx = _context(runtime, state)
     turns = list(state.get("turns", []))
     index = _turn(state)
-    conversation = [{"role": e["role"], "content": e["text"]} for e in turns if e["status"] == "ok" and e["text"]]
+    conversation = [
+        {"role": e["role"], "content": e["text"]} for e in turns if e["status"] == "ok" and e["text"]
+    ]
     try:
         reply = await ctx.agent.respond(state["persona"], conversation)
         status = "ok" if reply.ok else "failed"
@@ -142,9 +170,18 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
         status, text, error = "failed", "", f"{type(exc).__name__}: {exc}"[:500]
     if status == "ok" and not text:
         status, error = "empty", "empty reply"
-    entry = {"index": index, "role": "assistant", "text": text, "status": status, "error": error,
-             "level": turns[-1].get("level") if turns else None, "stop": False,
-             "refusal_marker": detect_refusal(text) if text else None, "scores": {}, "rationales": {}}
+    entry = {
+        "index": index,
+        "role": "assistant",
+        "text": text,
+        "status": status,
+        "error": error,
+        "level": turns[-1].get("level") if turns else None,
+        "stop": False,
+        "refusal_marker": detect_refusal(text) if text else None,
+        "scores": {},
+        "rationales": {},
+    }
     stop_reason = {"failed": "agent_failed", "empty": "agent_empty"}.get(status)
     return {"turns": [*turns, entry], "stop_reason": stop_reason}
 
@@ -155,7 +192,9 @@ async def judge(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
     entry = dict(turns[-1])
     if entry["status"] == "ok" and ctx.judges:
         question = next((e["text"] for e in reversed(turns) if e["role"] == "user"), "")
-        entry["scores"], entry["rationales"] = await score_turn(ctx.judges, state["persona"], question, entry["text"])
+        entry["scores"], entry["rationales"] = await score_turn(
+            ctx.judges, state["persona"], question, entry["text"]
+        )
     turns[-1] = entry
     stop_reason = state.get("stop_reason")
     if stop_reason is None and entry["index"] >= state["max_turns"]:

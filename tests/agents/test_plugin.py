@@ -77,8 +77,11 @@ async def test_persona_system_prompt_comes_first():
 
     reply = await adapt(fn, "m:f").respond(PERSONA, CONVERSATION)
     assert reply.ok and reply.text == "howdy"
-    assert seen[0][0] == {"role": "system", "content": f"You are {PERSONA}. Your responses should closely "
-                                                       "mirror the knowledge and abilities of this persona."}
+    assert seen[0][0] == {
+        "role": "system",
+        "content": f"You are {PERSONA}. Your responses should closely "
+        "mirror the knowledge and abilities of this persona.",
+    }
     assert seen[0][1:] == CONVERSATION
 
 
@@ -141,7 +144,11 @@ async def test_agent_kind_failures_are_values():
         async def respond(self, persona, messages):
             return Completion("ok", "")
 
-    for obj, error in ((Raises(), "KeyError"), (WrongType(), "expected a Completion"), (Empty(), "empty reply")):
+    for obj, error in (
+        (Raises(), "KeyError"),
+        (WrongType(), "expected a Completion"),
+        (Empty(), "empty reply"),
+    ):
         reply = await adapt(obj, "m:a").respond(PERSONA, CONVERSATION)
         assert not reply.ok and error in reply.error
 
@@ -208,7 +215,8 @@ def test_sync_respond_is_refused():
 @pytest.fixture
 def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A user module in a fresh working directory (found through the cwd, like uvicorn)."""
-    (tmp_path / "my_agents.py").write_text(textwrap.dedent('''
+    (tmp_path / "my_agents.py").write_text(
+        textwrap.dedent("""
         def reply(messages):
             return "from my module"
 
@@ -217,7 +225,8 @@ def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
         box = Box()
         number = 7
-    '''))
+    """)
+    )
     (tmp_path / "broken_agents.py").write_text("import not_a_real_dependency_xyz\n")
     (tmp_path / "raising_agents.py").write_text("raise RuntimeError('bad import-time config')\n")
     monkeypatch.chdir(tmp_path)
@@ -241,7 +250,10 @@ async def test_load_agent_from_cwd_and_dotted_attr(plugin_module):
         ("my_agents:", "expected module:attr"),
         ("my agents:x", "expected module:attr"),
         ("no_such_module_abc:agent", "no module named 'no_such_module_abc'; run from the directory"),
-        ("local:qwen2.5-coder-0.5b", "expected module:attr, e.g. examples.function_agent:agent (for a model spec use --model)"),
+        (
+            "local:qwen2.5-coder-0.5b",
+            "expected module:attr, e.g. examples.function_agent:agent (for a model spec use --model)",
+        ),
         ("test:agent", "for a model spec use --model"),
         ("my_agents:missing", "my_agents has no attribute 'missing' (it has: Box, box, number, reply)"),
         ("my_agents:box.nope", "my_agents:box has no attribute 'nope'"),

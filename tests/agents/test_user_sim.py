@@ -23,7 +23,14 @@ PERSONA = "A 70-year-old retired cowboy from Texas"
 
 @pytest.mark.parametrize(
     ("max_turns", "levels"),
-    [(1, [1]), (2, [1, 2]), (3, [1, 2, 3]), (4, [1, 1, 2, 3]), (6, [1, 1, 2, 2, 3, 3]), (7, [1, 1, 1, 2, 2, 3, 3])],
+    [
+        (1, [1]),
+        (2, [1, 2]),
+        (3, [1, 2, 3]),
+        (4, [1, 1, 2, 3]),
+        (6, [1, 1, 2, 2, 3, 3]),
+        (7, [1, 1, 1, 2, 2, 3, 3]),
+    ],
 )
 def test_levels_escalate_over_the_session(max_turns, levels):
     got = [level_for_turn(t, max_turns) for t in range(1, max_turns + 1)]
@@ -48,8 +55,15 @@ def test_parse_user_text(raw, expected):
 
 
 def _view(level=None, history=None, turn=1):
-    return UserView(persona=PERSONA, user_persona="A curious student", scenario="Ranch: a cattle ranch",
-                    turn=turn, max_turns=4, history=history or [], level=level)
+    return UserView(
+        persona=PERSONA,
+        user_persona="A curious student",
+        scenario="Ranch: a cattle ranch",
+        turn=turn,
+        max_turns=4,
+        history=history or [],
+        level=level,
+    )
 
 
 def test_prompt_changes_with_the_level():

@@ -40,8 +40,20 @@ def from_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_simulate_writes_transcripts_and_summary(run_dir):
-    result = invoke("simulate", "--persona", PERSONA, "--model", "test:cli-agent", *TEST_MODELS,
-                    "--turns", "2", "--sessions", "2", "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        *TEST_MODELS,
+        "--turns",
+        "2",
+        "--sessions",
+        "2",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["kind"] == "simulate" and summary["overall"]["finished"] == 2
@@ -51,14 +63,37 @@ def test_simulate_writes_transcripts_and_summary(run_dir):
         assert (run_dir / "transcripts" / f"{s['id']}.md").is_file()
     assert "Sessions (scores 1–5)" in result.output
 
-    again = invoke("simulate", "--persona", PERSONA, "--model", "test:cli-agent", *TEST_MODELS,
-                   "--turns", "2", "--sessions", "2", "--run-dir", str(run_dir))
+    again = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        *TEST_MODELS,
+        "--turns",
+        "2",
+        "--sessions",
+        "2",
+        "--run-dir",
+        str(run_dir),
+    )
     assert again.exit_code == 0 and "LLM calls this run: 0" in again.output
 
 
 def test_simulate_adversarial_records_levels(run_dir):
-    result = invoke("simulate", "--persona", PERSONA, "--model", "test:refuser", *TEST_MODELS, "--turns", "3",
-                    "--adversarial", "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:refuser",
+        *TEST_MODELS,
+        "--turns",
+        "3",
+        "--adversarial",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     session = json.loads((run_dir / "summary.json").read_text())["sessions"][0]
     assert session["adversarial"] and session["break"]["turn"] == 1 and session["break"]["level"] == 1
@@ -66,17 +101,39 @@ def test_simulate_adversarial_records_levels(run_dir):
 
 @pytest.mark.parametrize("plugin", PLUGINS)
 def test_plugin_agent_in_simulate(from_repo_root, run_dir, plugin):
-    result = invoke("simulate", "--persona", PERSONA, "--agent", plugin, *TEST_MODELS, "--turns", "2",
-                    "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--agent",
+        plugin,
+        *TEST_MODELS,
+        "--turns",
+        "2",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     session = json.loads((run_dir / "summary.json").read_text())["sessions"][0]
-    assert session["agent"] == plugin and session["agent_turns"] == 2 and session["stop_reason"] == "max_turns"
+    assert (
+        session["agent"] == plugin and session["agent_turns"] == 2 and session["stop_reason"] == "max_turns"
+    )
 
 
 @pytest.mark.parametrize("plugin", PLUGINS)
 def test_plugin_agent_in_eval(from_repo_root, run_dir, plugin):
-    result = invoke("eval", "--persona", PERSONA, "--agent", plugin, "--judge", "test:cli-judge", "--quick",
-                    "--run-dir", str(run_dir))
+    result = invoke(
+        "eval",
+        "--persona",
+        PERSONA,
+        "--agent",
+        plugin,
+        "--judge",
+        "test:cli-judge",
+        "--quick",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert list(summary["models"]) == [plugin]
@@ -84,9 +141,21 @@ def test_plugin_agent_in_eval(from_repo_root, run_dir, plugin):
 
 
 def test_plugin_on_the_user_side(from_repo_root, run_dir):
-    result = invoke("simulate", "--persona", PERSONA, "--model", "test:cli-agent", "--user-agent",
-                    "examples.function_agent:agent", "--judge", "test:cli-judge", "--turns", "2",
-                    "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        "--user-agent",
+        "examples.function_agent:agent",
+        "--judge",
+        "test:cli-judge",
+        "--turns",
+        "2",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     session = json.loads((run_dir / "summary.json").read_text())["sessions"][0]
     assert session["user"] == "examples.function_agent:agent" and session["agent_turns"] == 2
@@ -106,16 +175,36 @@ def test_plugin_on_the_user_side(from_repo_root, run_dir):
     ],
 )
 def test_simulate_errors_are_one_line(from_repo_root, run_dir, args, message):
-    result = invoke("simulate", "--persona", PERSONA, "--user-model", "test:cli-user", "--judge", "test:cli-judge",
-                    *args, "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--user-model",
+        "test:cli-user",
+        "--judge",
+        "test:cli-judge",
+        *args,
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert "secret" not in result.output and "Traceback" not in result.output
 
 
 def test_postgres_checkpointer_errors_are_one_line_without_the_password(run_dir):
-    result = invoke("simulate", "--persona", PERSONA, "--model", "test:a", *TEST_MODELS, "--run-dir",
-                    str(run_dir), "--checkpoint-url", "postgresql://u:secret@127.0.0.1:1/db")
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:a",
+        *TEST_MODELS,
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-url",
+        "postgresql://u:secret@127.0.0.1:1/db",
+    )
     assert result.exit_code == 2
     try:
         import langgraph.checkpoint.postgres  # noqa: F401
@@ -127,23 +216,45 @@ def test_postgres_checkpointer_errors_are_one_line_without_the_password(run_dir)
 
 
 def test_simulate_without_judges(run_dir):
-    result = invoke("simulate", "--persona", PERSONA, "--model", "test:cli-agent", "--user-model", "test:cli-user",
-                    "--no-judge", "--turns", "2", "--run-dir", str(run_dir))
+    result = invoke(
+        "simulate",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        "--user-model",
+        "test:cli-user",
+        "--no-judge",
+        "--turns",
+        "2",
+        "--run-dir",
+        str(run_dir),
+    )
     assert result.exit_code == 0, result.output
     session = json.loads((run_dir / "summary.json").read_text())["sessions"][0]
     assert session["task_means"] == {} and session["agent_turns"] == 2
 
 
 def test_chat_then_judge_session(run_dir, tmp_path):
-    result = invoke("chat", "--persona", PERSONA, "--model", "test:cli-agent", "--run-dir", str(run_dir),
-                    input="Howdy! Where are you from?\nWhat's your horse called?\n/quit\n")
+    result = invoke(
+        "chat",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        "--run-dir",
+        str(run_dir),
+        input="Howdy! Where are you from?\nWhat's your horse called?\n/quit\n",
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("agent>") == 2
     transcript = next((run_dir / "transcripts").glob("chat-*.jsonl"))
     lines = [json.loads(x) for x in transcript.read_text().splitlines()]
     assert lines[0]["type"] == "header" and lines[0]["persona"] == PERSONA and lines[0]["user"] == "human"
-    assert [x["text"] for x in lines if x.get("role") == "user"][:2] == ["Howdy! Where are you from?",
-                                                                          "What's your horse called?"]
+    assert [x["text"] for x in lines if x.get("role") == "user"][:2] == [
+        "Howdy! Where are you from?",
+        "What's your horse called?",
+    ]
     judged = tmp_path / "judged"
     result = invoke("judge-session", str(transcript), "--judge", "test:cli-judge", "--run-dir", str(judged))
     assert result.exit_code == 0, result.output
@@ -157,12 +268,22 @@ def test_chat_then_judge_session(run_dir, tmp_path):
 
 
 def test_chat_ends_at_end_of_input(run_dir):
-    result = invoke("chat", "--persona", PERSONA, "--model", "test:cli-agent", "--run-dir", str(run_dir),
-                    input="Just one question?\n")
+    result = invoke(
+        "chat",
+        "--persona",
+        PERSONA,
+        "--model",
+        "test:cli-agent",
+        "--run-dir",
+        str(run_dir),
+        input="Just one question?\n",
+    )
     assert result.exit_code == 0, result.output
     assert "stop: user_stop" in result.output
 
 
 def test_judge_session_missing_file(tmp_path):
-    result = invoke("judge-session", str(tmp_path / "nope.jsonl"), "--judge", "test:j", "--run-dir", str(tmp_path))
+    result = invoke(
+        "judge-session", str(tmp_path / "nope.jsonl"), "--judge", "test:j", "--run-dir", str(tmp_path)
+    )
     assert result.exit_code == 2 and "cannot read" in result.output

@@ -44,7 +44,11 @@ async def test_react_agent_uses_its_tool(examples_env, monkeypatch):
     reply = await load_agent("examples.react_agent:graph").respond(PERSONA, CONVERSATION)
     assert reply.ok and "97°F" in reply.text
     assert "ACTION" not in reply.text
-    assert seen[0][0]["role"] == "system" and PERSONA in seen[0][0]["content"] and "almanac" in seen[0][0]["content"]
+    assert (
+        seen[0][0]["role"] == "system"
+        and PERSONA in seen[0][0]["content"]
+        and "almanac" in seen[0][0]["content"]
+    )
 
 
 async def test_react_agent_stops_calling_tools(examples_env, monkeypatch):

@@ -48,8 +48,13 @@ register_script("s-user", user_script)
 
 
 def config(**fields) -> SimulateConfig:
-    base = {"persona": PERSONA, "model": "test:s-agent", "user_model": "test:s-user", "judges": ["test:s-judge"],
-            "turns": 3}
+    base = {
+        "persona": PERSONA,
+        "model": "test:s-agent",
+        "user_model": "test:s-user",
+        "judges": ["test:s-judge"],
+        "turns": 3,
+    }
     return SimulateConfig(**{**base, **fields})
 
 
@@ -71,9 +76,18 @@ async def test_max_turns(run_dir):
     record = session(run_dir)
     assert record["status"] == "finished" and record["stop_reason"] == "max_turns"
     assert [(e["index"], e["role"]) for e in record["turns"]] == [
-        (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant"), (3, "user"), (3, "assistant")]
+        (1, "user"),
+        (1, "assistant"),
+        (2, "user"),
+        (2, "assistant"),
+        (3, "user"),
+        (3, "assistant"),
+    ]
     assert all(set(e["scores"]) == {"test:s-judge"} for e in agent_turns(record))
-    assert set(agent_turns(record)[0]["scores"]["test:s-judge"]) == {"Persona Consistency", "Linguistic Habits"}
+    assert set(agent_turns(record)[0]["scores"]["test:s-judge"]) == {
+        "Persona Consistency",
+        "Linguistic Habits",
+    }
     assert summary["overall"]["stop_reasons"] == {"max_turns": 1}
     assert summary["sessions"][0]["agent_turns"] == 3
     transcripts = run_dir / "transcripts"
@@ -87,7 +101,9 @@ async def test_max_turns(run_dir):
 
 
 async def test_user_stop_token_ends_the_session(run_dir):
-    register_script("s-user-stop", lambda m, s: "Nice talking!" + (f" {STOP_TOKEN}" if _turn_of(m) == 2 else ""))
+    register_script(
+        "s-user-stop", lambda m, s: "Nice talking!" + (f" {STOP_TOKEN}" if _turn_of(m) == 2 else "")
+    )
     await simulate(config(user_model="test:s-user-stop", turns=5), run_dir)
     record = session(run_dir)
     assert record["stop_reason"] == "user_stop"
@@ -110,12 +126,20 @@ async def test_empty_or_failed_user_turn_is_recorded(run_dir, user, reason):
 
 
 async def test_empty_agent_turn_is_recorded_not_judged(run_dir):
-    register_script("s-agent-empty-2", lambda m, s: "" if sum(x["role"] == "user" for x in m) == 2 else "Howdy.")
+    register_script(
+        "s-agent-empty-2", lambda m, s: "" if sum(x["role"] == "user" for x in m) == 2 else "Howdy."
+    )
     summary = await simulate(config(model="test:s-agent-empty-2", turns=4), run_dir)
     record = session(run_dir)
     assert record["stop_reason"] == "agent_empty"
     last = record["turns"][-1]
-    assert (last["index"], last["role"], last["status"], last["text"], last["scores"]) == (2, "assistant", "empty", "", {})
+    assert (last["index"], last["role"], last["status"], last["text"], last["scores"]) == (
+        2,
+        "assistant",
+        "empty",
+        "",
+        {},
+    )
     assert summary["sessions"][0]["agent_turns"] == 1 and summary["sessions"][0]["failed_turns"] == 1
     assert "(empty: empty reply)" in (run_dir / "transcripts" / f"{record['id']}.md").read_text()
 
@@ -135,13 +159,16 @@ async def test_failed_or_raising_agent_turn_is_recorded(run_dir):
 
 # --- adversarial --------------------------------------------------------------------------------------
 async def test_adversarial_levels_escalate_and_the_break_is_located(run_dir):
-    register_script("s-agent-breaks-at-2", lambda m, s: REFUSAL if "level 2" in m[-1]["content"] else "Well, I reckon so.")
+    register_script(
+        "s-agent-breaks-at-2", lambda m, s: REFUSAL if "level 2" in m[-1]["content"] else "Well, I reckon so."
+    )
     summary = await simulate(config(model="test:s-agent-breaks-at-2", turns=4, adversarial=True), run_dir)
     record = session(run_dir)
     users = [e for e in record["turns"] if e["role"] == "user"]
     assert [e["level"] for e in users] == [1, 1, 2, 3]
-    assert [e["text"] for e in users] == [f"Question {i} at level {lv}, partner?" for i, lv in
-                                          zip(range(1, 5), [1, 1, 2, 3])]
+    assert [e["text"] for e in users] == [
+        f"Question {i} at level {lv}, partner?" for i, lv in zip(range(1, 5), [1, 1, 2, 3], strict=True)
+    ]
     assert record["break"]["turn"] == 3 and record["break"]["level"] == 2
     assert record["break"]["source"] == "refusal_marker"
     assert agent_turns(record)[2]["refusal_marker"]
@@ -149,8 +176,10 @@ async def test_adversarial_levels_escalate_and_the_break_is_located(run_dir):
 
 
 async def test_no_break_without_markers_when_judges_are_kind(run_dir):
-    register_script("s-kind-judge", lambda m, s: json.dumps(
-        {"rationale": "fine", "score": 4, "contradictions": []} if s else "4"))
+    register_script(
+        "s-kind-judge",
+        lambda m, s: json.dumps({"rationale": "fine", "score": 4, "contradictions": []} if s else "4"),
+    )
     await simulate(config(judges=["test:s-kind-judge"], adversarial=True, turns=3), run_dir)
     record = session(run_dir)
     assert record["break"] is None
@@ -174,7 +203,10 @@ async def test_judges_never_see_their_own_models_turns(run_dir):
     def spy(name):
         def script(messages, schema):
             seen[name].append(messages[-1]["content"])
-            return json.dumps({"rationale": "ok", "score": 3, "contradictions": []}) if schema else "Sure thing."
+            return (
+                json.dumps({"rationale": "ok", "score": 3, "contradictions": []}) if schema else "Sure thing."
+            )
+
         return script
 
     register_script("s-self", spy("test:s-self"))
@@ -185,13 +217,19 @@ async def test_judges_never_see_their_own_models_turns(run_dir):
 
     # in a session (chat passes judge clients): the agent's own model is skipped, the other judges score
     lines = iter(["Howdy, where are you from?", "What do you do all day?", "/quit"])
-    record = await chat(PERSONA, PersonaAgent(ModelClient.create("test:s-self", "persona")),
-                        HumanUser(lambda view: next(lines)), run_dir, judges=judges)
+    record = await chat(
+        PERSONA,
+        PersonaAgent(ModelClient.create("test:s-self", "persona")),
+        HumanUser(lambda view: next(lines)),
+        run_dir,
+        judges=judges,
+    )
     assert record["stop_reason"] == "user_stop"
     assert all(set(e["scores"]) == {"test:s-judge-spy"} for e in agent_turns(record))
     assert record["session_verdict"]["skipped_judges"] == ["test:s-self"]
-    assert seen["test:s-self"] and not any("Response to evaluate" in text or "Agent turn" in text
-                                           for text in seen["test:s-self"])
+    assert seen["test:s-self"] and not any(
+        "Response to evaluate" in text or "Agent turn" in text for text in seen["test:s-self"]
+    )
     assert any("Response to evaluate" in text for text in seen["test:s-judge-spy"])
 
     # and when the transcript is judged afterwards, the agent's model is refused as a judge
@@ -211,24 +249,43 @@ async def test_self_judging_when_allowed(run_dir):
 
 async def test_drift_is_the_slope_of_turn_scores(run_dir):
     def falling_judge(messages, schema):
-        turn = int(re.search(r"reply (\d)", messages[-1]["content"]).group(1)) if "Response to" in messages[-1]["content"] else 0
+        turn = (
+            int(re.search(r"reply (\d)", messages[-1]["content"]).group(1))
+            if "Response to" in messages[-1]["content"]
+            else 0
+        )
         if "contradictions" in json.dumps(schema):
-            return json.dumps({"rationale": "r", "contradictions": [
-                {"earlier_turn": 1, "later_turn": 3, "description": "changed home town"},
-                {"earlier_turn": 2, "later_turn": 9, "description": "turn 9 does not exist"},
-                {"earlier_turn": 2, "later_turn": 2, "description": "same turn"}], "score": 2})
+            return json.dumps(
+                {
+                    "rationale": "r",
+                    "contradictions": [
+                        {"earlier_turn": 1, "later_turn": 3, "description": "changed home town"},
+                        {"earlier_turn": 2, "later_turn": 9, "description": "turn 9 does not exist"},
+                        {"earlier_turn": 2, "later_turn": 2, "description": "same turn"},
+                    ],
+                    "score": 2,
+                }
+            )
         return json.dumps({"rationale": "r", "score": max(1, 6 - turn)})
 
     register_script("s-falling-judge", falling_judge)
-    register_script("s-counting-agent", lambda m, s: f"My reply {sum(x['role'] == 'user' for x in m)}, partner.")
+    register_script(
+        "s-counting-agent", lambda m, s: f"My reply {sum(x['role'] == 'user' for x in m)}, partner."
+    )
     await simulate(config(model="test:s-counting-agent", judges=["test:s-falling-judge"], turns=3), run_dir)
     record = session(run_dir)
     verdict = record["session_verdict"]
     assert [t["score"] for t in verdict["turn_means"]] == [5.0, 4.0, 3.0]
     assert record["drift_slope"] == pytest.approx(-1.0)
     assert verdict["drift_by_task"]["Persona Consistency"] == pytest.approx(-1.0)
-    assert verdict["contradictions"] == [{"judge": "test:s-falling-judge", "earlier_turn": 1, "later_turn": 3,
-                                          "description": "changed home town"}]
+    assert verdict["contradictions"] == [
+        {
+            "judge": "test:s-falling-judge",
+            "earlier_turn": 1,
+            "later_turn": 3,
+            "description": "changed home town",
+        }
+    ]
     assert verdict["n_contradictions"] == 1.0 and verdict["consistency"] == 2.0
 
 
@@ -281,7 +338,12 @@ async def test_a_session_killed_after_turn_2_resumes_at_turn_3(run_dir):
     interrupted = session(run_dir)
     assert interrupted["status"] == "running"
     assert [(e["index"], e["role"]) for e in interrupted["turns"]] == [
-        (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant"), (3, "user")]
+        (1, "user"),
+        (1, "assistant"),
+        (2, "user"),
+        (2, "assistant"),
+        (3, "user"),
+    ]
     assert calls == [1, 2, 3]
 
     seen_by_agent: list[list[dict]] = []
@@ -295,9 +357,15 @@ async def test_a_session_killed_after_turn_2_resumes_at_turn_3(run_dir):
     record = session(run_dir)
     assert record["status"] == "finished" and record["stop_reason"] == "max_turns"
     assert calls == [1, 2, 3, 4]  # turns 1-3 of the user were not asked again
-    assert [m["content"] for m in seen_by_agent[0] if m["role"] == "user"] == ["Question 1?", "Question 2?", "Question 3?"]
+    assert [m["content"] for m in seen_by_agent[0] if m["role"] == "user"] == [
+        "Question 1?",
+        "Question 2?",
+        "Question 3?",
+    ]
     assert len(seen_by_agent) == 2  # the agent resumed at turn 3
-    assert [(e["index"], e["role"]) for e in record["turns"]][:5] == [(e["index"], e["role"]) for e in interrupted["turns"]]
+    assert [(e["index"], e["role"]) for e in record["turns"]][:5] == [
+        (e["index"], e["role"]) for e in interrupted["turns"]
+    ]
     assert record["turns"][:4] == interrupted["turns"][:4]
     assert len(record["turns"]) == 8 and summary["overall"]["finished"] == 1
 
@@ -311,7 +379,9 @@ async def test_k_sessions_run_concurrently_with_their_own_ids(run_dir):
     summary = await simulate(config(sessions=3, turns=2), run_dir)
     ids = [s["id"] for s in summary["sessions"]]
     assert len(set(ids)) == 3 and summary["overall"]["finished"] == 3
-    assert sorted(p.name for p in (run_dir / "transcripts").glob("*.jsonl")) == sorted(f"{i}.jsonl" for i in ids)
+    assert sorted(p.name for p in (run_dir / "transcripts").glob("*.jsonl")) == sorted(
+        f"{i}.jsonl" for i in ids
+    )
     # the same config with more sessions reuses the first ones
     assert [s.id for s in session_specs(config(sessions=4, turns=2))][:3] == ids
 
@@ -319,19 +389,34 @@ async def test_k_sessions_run_concurrently_with_their_own_ids(run_dir):
 # --- transcripts --------------------------------------------------------------------------------------
 def test_read_plain_role_content_transcript(tmp_path):
     path = tmp_path / "plain.jsonl"
-    path.write_text("\n".join(json.dumps(x) for x in [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "howdy"},
-        {"role": "user", "content": "bye"}, {"role": "assistant", "content": "so long"}]))
+    path.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "howdy"},
+                {"role": "user", "content": "bye"},
+                {"role": "assistant", "content": "so long"},
+            ]
+        )
+    )
     transcript = read_transcript(path)
     assert [(e["index"], e["role"]) for e in transcript["turns"]] == [
-        (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant")]
+        (1, "user"),
+        (1, "assistant"),
+        (2, "user"),
+        (2, "assistant"),
+    ]
     assert transcript["persona"] == "" and transcript["id"].startswith("plain-")
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("not json\n", ":1: not JSON"), ('{"role": "robot", "content": "x"}\n', "role user/assistant"),
-     ("", "no turns found")],
+    [
+        ("not json\n", ":1: not JSON"),
+        ('{"role": "robot", "content": "x"}\n', "role user/assistant"),
+        ("", "no turns found"),
+    ],
 )
 def test_bad_transcripts_are_named(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"
@@ -342,8 +427,12 @@ def test_bad_transcripts_are_named(tmp_path, content, message):
 
 async def test_judge_session_needs_a_persona(tmp_path):
     path = tmp_path / "plain.jsonl"
-    path.write_text(json.dumps({"role": "user", "content": "hi"}) + "\n" +
-                    json.dumps({"role": "assistant", "content": "howdy"}) + "\n")
+    path.write_text(
+        json.dumps({"role": "user", "content": "hi"})
+        + "\n"
+        + json.dumps({"role": "assistant", "content": "howdy"})
+        + "\n"
+    )
     with pytest.raises(PersonagraphError, match="names no persona"):
         await judge_session(path, tmp_path / "run", judges=["test:j"])
     summary = await judge_session(path, tmp_path / "run", judges=["test:j"], persona=PERSONA)
@@ -360,8 +449,14 @@ async def test_markdown_escapes_model_html(run_dir):
 # --- embedded -----------------------------------------------------------------------------------------
 @pytest.mark.embedded
 async def test_embedded_session_of_one_exchange(run_dir):
-    cfg = SimulateConfig(persona=PERSONA, turns=1, max_agent_tokens=48, max_user_tokens=40, max_judge_tokens=96,
-                         max_verdict_tokens=160)
+    cfg = SimulateConfig(
+        persona=PERSONA,
+        turns=1,
+        max_agent_tokens=48,
+        max_user_tokens=40,
+        max_judge_tokens=96,
+        max_verdict_tokens=160,
+    )
     summary = await simulate(cfg, run_dir)
     record = session(run_dir)
     assert record["status"] == "finished"
@@ -382,7 +477,8 @@ def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
 
     marker = tmp_path / "turn3-started"
     script = tmp_path / "victim.py"
-    script.write_text(textwrap.dedent(f'''
+    script.write_text(
+        textwrap.dedent(f"""
         import asyncio, pathlib, time
         from personagraph.models.testing import register_script
         from personagraph.sessions import SimulateConfig, simulate
@@ -402,8 +498,11 @@ def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
         cfg = SimulateConfig(persona={PERSONA!r}, model="test:s-agent", user_model="test:s-user-k",
                              judges=["test:s-judge"], turns=4)
         asyncio.run(simulate(cfg, {str(run_dir)!r}, agent=Hangs()))
-    '''))
-    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """)
+    )
+    victim = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 240
         while not marker.exists():
@@ -435,14 +534,24 @@ def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
 async def test_graph_runs_without_a_context_for_langgraph_dev():
     from personagraph.graphs.session import graph
 
-    out = await graph.ainvoke({"session_id": "studio", "persona": PERSONA, "max_turns": 2, "agent": "test:s-agent",
-                               "user": "test:s-user", "judges": ["test:s-judge", "test:s-agent"]})
+    out = await graph.ainvoke(
+        {
+            "session_id": "studio",
+            "persona": PERSONA,
+            "max_turns": 2,
+            "agent": "test:s-agent",
+            "user": "test:s-user",
+            "judges": ["test:s-judge", "test:s-agent"],
+        }
+    )
     assert out["stop_reason"] == "max_turns" and len(out["turns"]) == 4
     assert set(out["turns"][1]["scores"]) == {"test:s-judge"}  # the agent's own model never judges
 
 
-@pytest.mark.skipif(not __import__("os").environ.get("PERSONAGRAPH_TEST_POSTGRES_URL"),
-                    reason="set PERSONAGRAPH_TEST_POSTGRES_URL=postgresql://… to test the Postgres checkpointer")
+@pytest.mark.skipif(
+    not __import__("os").environ.get("PERSONAGRAPH_TEST_POSTGRES_URL"),
+    reason="set PERSONAGRAPH_TEST_POSTGRES_URL=postgresql://… to test the Postgres checkpointer",
+)
 async def test_postgres_checkpointer_resumes_and_restores(run_dir, tmp_path):
     import os
     import uuid
