@@ -203,10 +203,15 @@ def default_user_persona(index: int, seed: int = 0) -> str:
     return personas[random.Random(f"user-{seed}-{index}").randrange(len(personas))]
 
 
+# Everyday settings where anybody can chat: the default scenarios leave out categories that steer the talk
+# by themselves (technology panels invite AI talk; emergencies, health and religion are not small talk).
+CASUAL_CATEGORIES = ("social", "food", "family", "travel", "nature", "commerce", "entertainment", "sport")
+
+
 def default_scenario(index: int, seed: int = 0) -> str:
-    """A situation drawn from the environment pool, chosen by session index and seed."""
+    """A situation drawn from the environment pool's everyday categories, chosen by session index and seed."""
     from personagraph.environments import load_pool
 
-    pool = load_pool()
+    pool = [env for env in load_pool() if env.category in CASUAL_CATEGORIES] or list(load_pool())
     env = pool[random.Random(f"scenario-{seed}-{index}").randrange(len(pool))]
     return f"{env.name}: {env.description}"

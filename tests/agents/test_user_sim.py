@@ -113,3 +113,12 @@ def test_defaults_are_stable_and_vary_by_session():
     assert default_scenario(3, 1) == default_scenario(3, 1)
     assert len({default_scenario(i) for i in range(8)}) > 1
     assert ": " in default_scenario(0)
+
+
+def test_default_scenarios_are_everyday_settings():
+    from personagraph.agents.user_sim import CASUAL_CATEGORIES
+    from personagraph.environments import load_pool
+
+    by_name = {env.name: env.category for env in load_pool()}
+    picked = {default_scenario(i, seed).split(":")[0] for i in range(40) for seed in (0, 1)}
+    assert len(picked) > 10 and all(by_name[name] in CASUAL_CATEGORIES for name in picked)
