@@ -96,7 +96,8 @@ async def evaluate(
         config: what to evaluate.
         run_dir: the run directory (created if needed; reused to resume).
         settings: endpoint settings shared by the roles (base URL, API key, concurrency).
-        agents: agents under test; by default one PersonaAgent per ``config.models`` spec.
+        agents: agents under test that are not model specs (plug-ins); every other name in
+            ``config.models`` becomes a PersonaAgent over the run store, so its calls are cached.
         on_item: called with a stage name each time an item finishes (progress display).
         executor: ``local`` (this process's event loop) or ``ray`` (persona units as Ray tasks).
         ray_address: the Ray cluster to join (default: a running one, or start one on this machine).
@@ -106,11 +107,11 @@ async def evaluate(
     runner = get_executor(executor, address=ray_address)
     settings = settings or ModelSettings()
     settings = settings.model_copy(update={"concurrency": config.concurrency, "seed": config.seed})
+    named = {agent.name for agent in agents or []}
     for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
-        if agents is None or spec not in config.models:
+        if spec not in named:
             parse_spec(spec)
-    names = [a.name for a in agents] if agents is not None else [str(parse_spec(m)) for m in config.models]
-    check_judges(config, names)
+    check_judges(config, [*named, *(m for m in config.models if m not in named)])
     store = RunStore(run_dir, write_behind=True)
     meter = Meter()
     started = time.perf_counter()

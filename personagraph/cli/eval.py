@@ -87,14 +87,7 @@ def eval_command(
             option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
             raise PersonagraphError(f"{option}: {first['msg']}") from None
         settings = model_settings(base_url, api_key)
-        agents = None
-        if plugins:
-            from personagraph.agents import PersonaAgent
-            from personagraph.models import ModelClient
-
-            agents = [PersonaAgent(ModelClient.create(spec, "persona", settings=settings,
-                                                      temperature=config.persona_temperature))
-                      for spec in models] + plugins
+        agents = plugins or None  # --model specs become PersonaAgents over the run store in evaluate()
         n_tasks = 5
         per_persona = {p.description: sum(len(v) for v in bench[p.description].values()) for p in people} if bench \
             else {p.description: n_tasks * config.questions_per_task for p in people}

@@ -55,13 +55,15 @@ def build_context(
     from personagraph.agents import PersonaAgent
     from personagraph.graphs.persona_eval import EvalContext
 
-    if agents is None:
-        agents = [
-            PersonaAgent(ModelClient.create(spec, "persona", store=store, meter=meter, settings=settings,
-                                            temperature=config.persona_temperature,
-                                            max_tokens=config.max_answer_tokens))
-            for spec in config.models
-        ]
+    given = list(agents or [])
+    named = {agent.name for agent in given}
+    agents = [
+        PersonaAgent(ModelClient.create(spec, "persona", store=store, meter=meter, settings=settings,
+                                        temperature=config.persona_temperature,
+                                        max_tokens=config.max_answer_tokens))
+        for spec in config.models
+        if spec not in named
+    ] + given
     generator = config.generator or config.judges[0]
 
     def client(spec: str, role: str, **overrides: Any) -> ModelClient:
