@@ -29,8 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from personagraph.embeddings import encode
 from personagraph.memory.bank import MemoryBank
-from personagraph.memory.embeddings import encode
 from personagraph.memory.madial import check_references, load_dialogues, load_memories
 from personagraph.memory.metrics import RetrievalScores, evaluate_rankings
 from personagraph.memory.recall import Candidates, Recaller, RecallSettings, fuse

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from personagraph.cli._common import console, run
+from personagraph.embeddings import PACKAGED_MINILM
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import PACKAGED_MINILM
 from personagraph.metrics.io import read_jsonl, write_jsonl
 from personagraph.metrics.nli import NLI_ENV
 from personagraph.metrics.scoring import (

@@ -28,6 +28,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from personagraph.embeddings import encode
 from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import (
     ASSISTANT,
@@ -36,7 +37,6 @@ from personagraph.memory.context import (
     context_from_lines,
     context_from_messages,
 )
-from personagraph.memory.embeddings import encode
 from personagraph.memory.emotion import EMOTION_PROTOTYPES, detect_emotion, detect_scene
 from personagraph.memory.recall import Recaller, RecallSettings
 from personagraph.models import Completion, ModelClient

@@ -2,8 +2,8 @@
 
 - :mod:`~personagraph.memory.bank` — ``Memory``, ``MemoryBank`` (local folder or Chroma server, one collection
   per user), JSONL and MADial import/export;
-- :mod:`~personagraph.memory.embeddings` — the packaged all-MiniLM-L6-v2 as ``encode()`` and a Chroma
-  embedding function;
+- :mod:`~personagraph.memory.embeddings` — a Chroma embedding function over the offline encoder of
+  :mod:`personagraph.embeddings`;
 - :mod:`~personagraph.memory.recall` — ``Recaller``: dense views, BM25, RRF hybrid, proactive emotion/scene
   cues, multiview fusion, optional LLM reranking;
 - :mod:`~personagraph.memory.metrics` — MAP/MRR/nDCG (standard and MADial)/Recall/Precision at k;

@@ -25,8 +25,9 @@ from urllib.parse import urlparse
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from personagraph.embeddings import encode
 from personagraph.errors import PersonagraphError
-from personagraph.memory.embeddings import LocalSentenceEmbedding, encode
+from personagraph.memory.embeddings import LocalSentenceEmbedding
 
 DEFAULT_COLLECTION = "memories"
 DocumentFormat = Literal["event", "madial"]

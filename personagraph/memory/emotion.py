@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from personagraph.memory.embeddings import encode
+from personagraph.embeddings import encode
 
 # Label (lower case) → class. Unknown labels are their own class.
 EMOTION_CLASS: dict[str, str] = {

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
+from personagraph.embeddings import encode
 from personagraph.memory.bank import Memory, MemoryBank
-from personagraph.memory.embeddings import encode
 from personagraph.memory.madial import MadialDialogue, check_references
 from personagraph.memory.metrics import RetrievalScores, evaluate_rankings
 from personagraph.memory.recall import Recaller, RecallSettings, fuse

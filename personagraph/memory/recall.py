@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from personagraph.embeddings import encode
 from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import DialogueContext
-from personagraph.memory.embeddings import encode
 from personagraph.memory.emotion import detect_emotion, detect_scene, emotion_affinity, emotion_class
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ One module per family:
 
 * :mod:`.fluency` — ROUGE-1/2/L, METEOR, BERTScore (model named in every result);
 * :mod:`.diversity` — Dist-1/2 per response and corpus-level;
-* :mod:`.personalization` — C-Score and UE-Score (over :mod:`.nli`), persona coverage (over :mod:`.embeddings`);
+* :mod:`.personalization` — C-Score and UE-Score (over :mod:`.nli`), persona coverage (over :mod:`personagraph.embeddings`);
 * :mod:`.instructability` — failure ratio and response time;
 * :mod:`.scoring` — any set of responses → per-item numbers, means and failure ratio (``personagraph score``);
 * :mod:`.persobench` — PersoBench generation (vanilla / chain of thought) and scoring;
@@ -12,6 +12,7 @@ One module per family:
 * :mod:`.longlamp` — LongLaMP profile retrieval (BM25, dense, recency, random), generation and scoring.
 """
 
+from personagraph.embeddings import PACKAGED_MINILM, embed
 from personagraph.metrics.behavior import (
     BehaviorConfig,
     BehaviorSummary,
@@ -26,7 +27,6 @@ from personagraph.metrics.behavior import (
     strategy_names,
 )
 from personagraph.metrics.diversity import Diversity, corpus_distinct_n, distinct_n, diversity
-from personagraph.metrics.embeddings import PACKAGED_MINILM, embed
 from personagraph.metrics.fluency import BertScore, RougeScores, load_bertscore, meteor, rouge
 from personagraph.metrics.instructability import CostReport, cost_report, failure_ratio, is_failure
 from personagraph.metrics.longlamp import (

@@ -25,8 +25,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, create_model
 
+from personagraph.embeddings import PACKAGED_MINILM, embed, resolve_model
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import PACKAGED_MINILM, embed, resolve_model
 from personagraph.metrics.io import read_table
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from personagraph.embeddings import PACKAGED_MINILM, quiet_transformers, resolve_model
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import PACKAGED_MINILM, quiet_transformers, resolve_model
 from personagraph.metrics.text import tokens
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from personagraph import __version__
+from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import embed
 from personagraph.metrics.instructability import CostReport, cost_report
 from personagraph.metrics.io import read_jsonl, write_jsonl
 from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items

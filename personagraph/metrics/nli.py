@@ -14,8 +14,8 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
+from personagraph.embeddings import quiet_transformers
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import quiet_transformers
 
 NLI_ENV = "PERSONAGRAPH_NLI_MODEL"
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from personagraph.metrics.embeddings import embed
+from personagraph.embeddings import embed
 from personagraph.metrics.nli import Entailment, NLIModel
 
 C_VALUES = {Entailment.ENTAILMENT: 1.0, Entailment.NEUTRAL: 0.0, Entailment.CONTRADICTION: -1.0}

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from personagraph.embeddings import resolve_model
 from personagraph.errors import PersonagraphError
 from personagraph.metrics.diversity import corpus_distinct_n, distinct_n
-from personagraph.metrics.embeddings import resolve_model
 from personagraph.metrics.fluency import ensure_wordnet, load_bertscore, meteor, rouge
 from personagraph.metrics.instructability import is_failure
 from personagraph.metrics.nli import load_nli

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.embeddings import embed
 from personagraph.metrics.nli import NLI_ENV, Entailment, NLIModel, configured_nli_model, label_order
 from personagraph.metrics.personalization import c_scores, persona_coverage, ue_score, ue_scores
 

