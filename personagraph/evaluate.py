@@ -26,7 +26,7 @@ from personagraph.resources import data_hash
 from personagraph.schemas import Answer, Persona, Verdict
 from personagraph.store import RunStore
 
-QUICK = {"environments": 3, "questions_per_task": 1}
+QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20}
 DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
 DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
@@ -41,6 +41,7 @@ class RunConfig(BaseModel):
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
     generator: str | None = None  # env_selector, question_gen and exemplar_gen; default: first judge
     environments: int = Field(5, ge=1, le=50)
+    shortlist: int = Field(0, ge=0, le=1000)  # selector sees the N environments nearest the persona; 0: all
     questions_per_task: int = Field(2, ge=1, le=50)
     concurrency: int = Field(8, ge=1, le=1024)
     seed: int = 0

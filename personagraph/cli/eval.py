@@ -33,10 +33,14 @@ def eval_command(
                                          "and exemplars (default: the first judge)."),
     environments: int | None = typer.Option(None, "--environments", min=1, help="Environments per persona (default 5)."),
     questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, help="Questions per task (default 2)."),
+    shortlist: int | None = typer.Option(None, "--shortlist", min=0, help="Show the selector only the N pool "
+                                         "environments nearest the persona by embedding (default 0: the whole "
+                                         "pool; helps small selector models)."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
-    quick: bool = typer.Option(False, "--quick", help="Small run: 3 environments, 1 question per task, 1 judge."),
+    quick: bool = typer.Option(False, "--quick", help="Small run: 3 environments from a shortlist of 20, 1 question per task, "
+                               "1 judge."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
@@ -80,6 +84,7 @@ def eval_command(
                 generator=generator,
                 environments=environments or (QUICK["environments"] if quick else 5),
                 questions_per_task=questions_per_task or (QUICK["questions_per_task"] if quick else 2),
+                shortlist=shortlist if shortlist is not None else (QUICK["shortlist"] if quick else 0),
                 concurrency=concurrency, seed=seed, allow_self_judging=allow_self_judging,
             )
         except ValidationError as exc:

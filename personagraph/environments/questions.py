@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
@@ -18,24 +21,44 @@ class Selection:
     unknown: list[str] = field(default_factory=list)
     status: str = "ok"
     error: str | None = None
+    shortlist: list[str] = field(default_factory=list)  # what the selector was shown, when not the whole pool
 
 
 def pool_listing(pool: tuple[Environment, ...]) -> str:
     return "\n".join(f"- {env.name} ({env.category})" for env in pool)
 
 
-async def select_environments(client: ModelClient, persona: str, k: int) -> Selection:
-    """Asks the selector for ``k`` environments from the pool; keeps only names that are in it.
+def shortlist_pool(persona: str, size: int) -> tuple[Environment, ...]:
+    """The ``size`` pool environments closest to the persona by sentence embedding, closest first.
 
-    When the model fails or names nothing usable, the selection is ``failed`` (the run records why)
-    rather than silently falling back to arbitrary environments.
+    A small selector model reading a list of 200 names mostly picks from its top; showing it the
+    environments nearest the persona keeps the choice relevant and the prompt short. ``size`` 0 (or one
+    covering the pool) returns the whole pool in file order.
     """
     pool = load_pool()
-    by_name = {env.name.lower(): env for env in pool}
-    messages = load_prompt("select_environments").messages(pool=pool_listing(pool), persona=persona, k=k)
+    if size <= 0 or size >= len(pool):
+        return pool
+    from personagraph.embeddings import encode
+
+    vectors = encode([f"{env.name}: {env.description}" for env in pool])
+    similarity = vectors @ encode([persona])[0]
+    return tuple(pool[i] for i in np.argsort(-similarity, kind="stable")[:size])
+
+
+async def select_environments(client: ModelClient, persona: str, k: int, shortlist: int = 0) -> Selection:
+    """Asks the selector for ``k`` environments from the pool; keeps only names that are in it.
+
+    With ``shortlist`` > 0 the selector sees only that many environments, the ones closest to the
+    persona (see :func:`shortlist_pool`). When the model fails or names nothing usable, the selection
+    is ``failed`` (the run records why) rather than silently falling back to arbitrary environments.
+    """
+    shown = await asyncio.to_thread(shortlist_pool, persona, shortlist)
+    by_name = {env.name.lower(): env for env in load_pool()}
+    listed = [env.name for env in shown] if len(shown) < len(by_name) else []
+    messages = load_prompt("select_environments").messages(pool=pool_listing(shown), persona=persona, k=k)
     reply = await client.structured(messages, EnvironmentChoice)
     if not reply.ok or reply.value is None:
-        return Selection([], status="failed", error=reply.error)
+        return Selection([], status="failed", error=reply.error, shortlist=listed)
     chosen: list[Environment] = []
     unknown: list[str] = []
     for name in reply.value.environments:
@@ -46,8 +69,9 @@ async def select_environments(client: ModelClient, persona: str, k: int) -> Sele
             chosen.append(env)
     chosen = chosen[:k]
     if not chosen:
-        return Selection([], unknown, status="failed", error="no selected name is in the environment pool")
-    return Selection(chosen, unknown)
+        return Selection([], unknown, status="failed", error="no selected name is in the environment pool",
+                         shortlist=listed)
+    return Selection(chosen, unknown, shortlist=listed)
 
 
 async def generate_questions(

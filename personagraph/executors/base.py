@@ -78,6 +78,7 @@ def build_context(
                             max_tokens=96 * config.questions_per_task + 64),
         exemplar_gen=client(generator, "exemplar_gen", temperature=0.7, max_tokens=400),
         environments=config.environments,
+        shortlist=config.shortlist,
         questions_per_task=config.questions_per_task,
         on_item=on_item or (lambda stage: None),
     )

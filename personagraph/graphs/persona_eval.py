@@ -37,6 +37,7 @@ class EvalContext:
     question_gen: ModelClient
     exemplar_gen: ModelClient
     environments: int = 5
+    shortlist: int = 0
     questions_per_task: int = 2
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
@@ -62,7 +63,7 @@ def _task(name: str):  # noqa: ANN202 - a schemas.Task
 # --- nodes ------------------------------------------------------------------------------------------
 async def select(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, Any]:
     ctx = runtime.context
-    selection = await select_environments(ctx.env_selector, state["persona"], ctx.environments)
+    selection = await select_environments(ctx.env_selector, state["persona"], ctx.environments, ctx.shortlist)
     record = {
         "persona_id": state["persona_id"],
         "persona": state["persona"],
@@ -70,6 +71,7 @@ async def select(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, A
         "error": selection.error,
         "environments": [env.model_dump() for env in selection.environments],
         "unknown": selection.unknown,
+        "shortlist": selection.shortlist,
     }
     ctx.store.put("selection", state["persona_id"], record, unit=state["persona_id"])
     ctx.on_item("select")

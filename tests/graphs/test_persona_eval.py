@@ -29,7 +29,7 @@ def config(**overrides) -> RunConfig:
 
 
 async def test_fan_out_counts(run_dir: Path) -> None:
-    cfg = config(personas=[COWBOY, LAWYER], models=["test:a", "test:b"])
+    cfg = config(personas=[COWBOY, LAWYER], models=["test:a", "test:b"], shortlist=15)
     summary = await evaluate(cfg, run_dir)
     store = RunStore(run_dir)
     questions = store.records("question")
@@ -55,6 +55,8 @@ async def test_fan_out_counts(run_dir: Path) -> None:
     assert json.loads((run_dir / "summary.json").read_text())["llm_calls"] == summary["llm_calls"]
     selection = store.get("selection", COWBOY.id)
     assert len(selection["environments"]) >= 1 and selection["status"] == "ok"
+    assert len(selection["shortlist"]) == 15
+    assert {env["name"] for env in selection["environments"]} <= set(selection["shortlist"])
 
 
 async def test_self_judging_is_refused_unless_allowed(run_dir: Path) -> None:
