@@ -152,5 +152,10 @@ class ExemplarSet(BaseModel):
 class JudgeReply(BaseModel):
     """A judge's reply: reasoning first, so the score follows from it."""
 
-    rationale: str = Field(description="two or three sentences comparing the response with the rubric and examples")
+    # maxLength only shapes the schema: llama.cpp's grammar then closes the JSON before max_tokens cuts a
+    # rambling rationale; validation stays lenient for providers that ignore it.
+    rationale: str = Field(
+        description="two or three sentences comparing the response with the rubric and examples",
+        json_schema_extra={"maxLength": 400},
+    )
     score: int = Field(ge=1, le=5, description="the score")

@@ -57,7 +57,7 @@ def reply_schema(low: int, high: int) -> type[BaseModel]:
         return JudgeReply
     return create_model(
         f"JudgeReply{low}to{high}",
-        rationale=(str, Field(description=JudgeReply.model_fields["rationale"].description)),
+        rationale=(str, JudgeReply.model_fields["rationale"]),
         score=(int, Field(ge=low, le=high, description="the score")),
     )
 
