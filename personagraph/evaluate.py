@@ -86,7 +86,7 @@ async def evaluate(
     run_dir: str | Path,
     *,
     settings: ModelSettings | None = None,
-    agents: list[Agent] | None = None,
+    agents: list[Agent | str] | None = None,
     on_item: Callable[[str], None] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
@@ -97,18 +97,22 @@ async def evaluate(
         config: what to evaluate.
         run_dir: the run directory (created if needed; reused to resume).
         settings: endpoint settings shared by the roles (base URL, API key, concurrency).
-        agents: agents under test that are not model specs (plug-ins); every other name in
-            ``config.models`` becomes a PersonaAgent over the run store, so its calls are cached.
+        agents: agents under test that are not model specs: plug-ins as ``module:attr`` paths (loaded
+            here, and by every process that runs units: any executor), or Agent objects (``local``
+            only, as objects need not pickle). Every other name in ``config.models`` becomes a
+            PersonaAgent over the run store, so its calls are cached.
         on_item: called with a stage name each time an item finishes (progress display).
         executor: ``local`` (this process's event loop) or ``ray`` (persona units as Ray tasks).
         ray_address: the Ray cluster to join (default: a running one, or start one on this machine).
     """
-    from personagraph.executors import EvalJob, get_executor
+    from personagraph.executors import EvalJob, Plugins, get_executor
 
     runner = get_executor(executor, address=ray_address)
     settings = settings or ModelSettings()
     settings = settings.model_copy(update={"concurrency": config.concurrency, "seed": config.seed})
-    named = {agent.name for agent in agents or []}
+    plugins, loaded = Plugins.from_paths(a for a in agents or [] if isinstance(a, str))
+    objects = [a for a in agents or [] if not isinstance(a, str)]
+    named = {agent.name for agent in [*loaded, *objects]}
     for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
         if spec not in named:
             parse_spec(spec)
@@ -118,8 +122,8 @@ async def evaluate(
     started = time.perf_counter()
     try:
         _record_meta(store, config)
-        job = EvalJob(config=config, run_dir=Path(run_dir), settings=settings, agents=agents,
-                      on_item=on_item or (lambda stage: None))
+        job = EvalJob(config=config, run_dir=Path(run_dir), settings=settings, agents=objects or None,
+                      plugins=plugins, on_item=on_item or (lambda stage: None))
         await runner.run(job, store, meter)
         summary = build_summary(store, config)
         summary.update(

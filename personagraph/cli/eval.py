@@ -72,11 +72,9 @@ def eval_command(
         judges = judge or [DEFAULT_JUDGE]
         if quick:
             judges = judges[:1]
-        plugins = []
-        if agent:
-            from personagraph.agents.plugin import load_agent
+        from personagraph.executors import load_plugins
 
-            plugins = [load_agent(path) for path in agent]
+        plugins = load_plugins(agent)  # loaded once per process: evaluate() and the local executor reuse them
         models = model or ([] if plugins else [DEFAULT_MODEL])
         try:
             config = RunConfig(
@@ -92,7 +90,7 @@ def eval_command(
             option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
             raise PersonagraphError(f"{option}: {first['msg']}") from None
         settings = model_settings(base_url, api_key)
-        agents = plugins or None  # --model specs become PersonaAgents over the run store in evaluate()
+        agents = [p.name for p in plugins] or None  # by path, so that any executor can load them
         n_tasks = 5
         per_persona = {p.description: sum(len(v) for v in bench[p.description].values()) for p in people} if bench \
             else {p.description: n_tasks * config.questions_per_task for p in people}

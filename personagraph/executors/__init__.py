@@ -3,13 +3,14 @@
 ``local`` (default) runs every persona's graph in this process's event loop; ``ray`` runs persona
 units as Ray tasks on a cluster, writing through one store actor on the driver's node. Both write the
 same rows to the same run store, so summaries, reports and resume do not care which one ran.
+Plug-in agents travel as ``module:attr`` paths (:class:`Plugins`) and are loaded where the units run.
 Ray is imported only when the ``ray`` executor is asked for.
 """
 
 from __future__ import annotations
 
 from personagraph.errors import PersonagraphError
-from personagraph.executors.base import EvalJob, Executor, build_context, unit_id
+from personagraph.executors.base import EvalJob, Executor, Plugins, build_context, load_plugins, unit_id
 
 EXECUTORS = ("local", "ray")
 
@@ -29,4 +30,13 @@ def get_executor(name: str, *, address: str | None = None) -> Executor:
     raise PersonagraphError(f"--executor {name!r}: unknown; choose one of {', '.join(EXECUTORS)}")
 
 
-__all__ = ["EXECUTORS", "EvalJob", "Executor", "build_context", "get_executor", "unit_id"]
+__all__ = [
+    "EXECUTORS",
+    "EvalJob",
+    "Executor",
+    "Plugins",
+    "build_context",
+    "get_executor",
+    "load_plugins",
+    "unit_id",
+]

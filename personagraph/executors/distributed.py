@@ -11,6 +11,11 @@ local executor's: a call whose key is stored is never sent again; finished units
 skipped. A unit cut short (worker lost, driver killed) runs again and gets its finished calls from the
 response cache.
 
+Plug-in agents (``--agent module:attr``) travel as their paths, never as objects (which may not pickle):
+each worker process loads them once (:class:`~personagraph.executors.base.Plugins`), first putting on
+its ``sys.path`` the directories the driver imported them from. A :class:`PersonagraphError` in a worker
+(a path that does not load there) ends the run with its one-line message, as it would locally.
+
 ``--concurrency C`` stays C requests in flight in total: at most ``min(units, cluster CPUs)`` tasks run
 at once and each task's endpoint limiter gets ``C // tasks`` (at least 1).
 """
@@ -25,7 +30,7 @@ from dataclasses import astuple
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.executors.base import UNIT_DONE, EvalJob, build_context, run_unit, unit_id
+from personagraph.executors.base import UNIT_DONE, EvalJob, Plugins, build_context, run_unit, unit_id
 from personagraph.models import Meter, ModelSettings
 from personagraph.schemas import Persona
 from personagraph.store import CallRow, RunStore
@@ -124,7 +129,8 @@ class RemoteStore:
 _frozen = False
 
 
-def run_persona_unit(job_config: Any, settings: ModelSettings, actor: Any, persona: Persona) -> dict[str, Any]:
+def run_persona_unit(job_config: Any, settings: ModelSettings, plugins: Plugins, actor: Any,
+                     persona: Persona) -> dict[str, Any]:
     """Body of a Ray task: one persona's graph, reading and writing through the store actor.
 
     Returns the task's meter (calls, cache hits, tokens, failures per role) for the driver's summary.
@@ -140,7 +146,7 @@ def run_persona_unit(job_config: Any, settings: ModelSettings, actor: Any, perso
     meter = Meter()
 
     async def main() -> None:
-        context = build_context(job_config, settings, store, meter, None, store.item)
+        context = build_context(job_config, settings, store, meter, None, store.item, plugins)
         try:
             await run_unit(build_graph().compile(), context, persona, job_config, checkpointed=False)
         finally:
@@ -150,6 +156,14 @@ def run_persona_unit(job_config: Any, settings: ModelSettings, actor: Any, perso
     store.flush()
     return {name: dict(getattr(meter, name)) for name in
             ("calls", "cache_hits", "input_tokens", "output_tokens", "failures")}
+
+
+def _user_error(exc: BaseException) -> PersonagraphError | None:
+    """The PersonagraphError a task raised (Ray wraps it), restated for the driver; None for any other."""
+    cause = getattr(exc, "cause", exc)
+    if isinstance(cause, PersonagraphError):
+        return PersonagraphError(f"{cause} (on a Ray worker)")
+    return None
 
 
 def _merge(meter: Meter, counts: dict[str, dict[str, int]]) -> None:
@@ -181,8 +195,12 @@ class RayExecutor:
         return True
 
     async def run(self, job: EvalJob, store: RunStore, meter: Meter) -> None:
-        if job.agents is not None:
-            raise PersonagraphError("--executor ray runs --model specs; plug-in agents (--agent) need --executor local")
+        if job.agents:
+            names = ", ".join(agent.name for agent in job.agents)
+            raise PersonagraphError(
+                f"--executor ray loads plug-in agents on each worker from module:attr paths; pass the path "
+                f"instead of the agent object ({names}), or use --executor local"
+            )
         ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -204,16 +222,22 @@ class RayExecutor:
             while queue or running:
                 while queue and len(running) < slots:
                     persona = queue.pop(0)
-                    ref = task.remote(config, settings, actor, persona)
+                    ref = task.remote(config, settings, job.plugins, actor, persona)
                     running[asyncio.wrap_future(ref.future())] = (ref, persona)
-                done, _ = await asyncio.wait(list(running), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(list(running), timeout=POLL_S,
+                                             return_when=asyncio.FIRST_COMPLETED)
                 for stage in await asyncio.wrap_future(actor.take_items.remote().future()):
                     job.on_item(stage)
                 for future in done:
                     _, persona = running.pop(future)
                     try:
                         _merge(meter, future.result())
-                    except Exception as exc:  # noqa: BLE001 - a lost unit is recorded; the run goes on
+                    except Exception as exc:  # noqa: BLE001 - a lost unit is recorded, a user error ends the run
+                        if (error := _user_error(exc)) is not None:
+                            for pending, (other, _) in running.items():
+                                pending.cancel()
+                                ray.cancel(other)
+                            raise error from None
                         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
                         store.put("error", f"{persona.id}-executor",
                                   {"stage": "executor", "error": reason}, unit=persona.id)

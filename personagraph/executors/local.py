@@ -24,7 +24,7 @@ class LocalExecutor:
         from personagraph.models.openai_http import close_sessions
 
         config = job.config
-        context = build_context(config, job.settings, store, meter, job.agents, job.on_item)
+        context = build_context(config, job.settings, store, meter, job.agents, job.on_item, job.plugins)
         gate = asyncio.Semaphore(config.concurrency)
         try:
             async with AsyncSqliteSaver.from_conn_string(str(job.run_dir / "checkpoints.sqlite")) as saver:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -42,15 +41,6 @@ async def test_local_executor_marks_units_done_and_skips_them(run_dir: Path) -> 
     second = await evaluate(config(), run_dir)
     assert second["llm_calls"] == 0 and second["cache_hits"] == 0  # finished units are not even replayed
     assert second["models"] == first["models"]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, object_store_memory=80 * 1024**2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 async def test_ray_results_equal_local_and_resume_the_same_way(ray_cluster, tmp_path: Path) -> None:
