@@ -136,9 +136,11 @@ def build_context(
     other name in ``config.models``.
     """
     from personagraph.agents import PersonaAgent
+    from personagraph.agents.cached import CachedAgent
     from personagraph.graphs.persona_eval import EvalContext
 
-    given = [*(plugins.agents() if plugins else []), *(agents or [])]
+    given = [CachedAgent(agent, store, meter)
+             for agent in [*(plugins.agents() if plugins else []), *(agents or [])]]
     named = {agent.name for agent in given}
     agents = [
         PersonaAgent(ModelClient.create(spec, "persona", store=store, meter=meter, settings=settings,

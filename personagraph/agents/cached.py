@@ -1,0 +1,54 @@
+"""Plug-in agents' replies through the run store's response cache, like every model call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from personagraph.agents.base import Agent
+from personagraph.models import Completion, Meter, cache_key
+from personagraph.store import CallRow
+
+
+class CachedAgent:
+    """Wraps an agent so that a reply it gave for the same persona and conversation is not asked again.
+
+    Model agents get this from :class:`~personagraph.models.ModelClient`; a plug-in (any ``module:attr``
+    agent) gets it here, so a resumed run makes 0 calls to it and the meter counts its calls and
+    cache hits under ``role``. Failed replies are not stored: they are tried again on resume.
+
+    Args:
+        agent: the agent to wrap; its ``name`` is kept (results name the plug-in, not the wrapper).
+        store: the run store (or a proxy with ``get_call``/``put_call``).
+        meter: where calls and cache hits are counted.
+        role: the meter's role for these calls.
+    """
+
+    def __init__(self, agent: Agent, store: Any, meter: Meter, role: str = "persona") -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.store = store
+        self.meter = meter
+        self.role = role
+
+    def __repr__(self) -> str:
+        return f"CachedAgent({self.agent!r})"
+
+    async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
+        """The agent's reply, from the store when this exact request has been answered before."""
+        request = [{"role": "persona", "content": persona}, *messages]
+        key = cache_key(f"agent:{self.name}", "", request, {})
+        if (row := self.store.get_call(key)) is not None:
+            self.meter._add(self.meter.cache_hits, self.role)
+            return Completion("ok", row.text, cached=True)
+        started = time.perf_counter()
+        reply = await self.agent.respond(persona, messages)
+        if not reply.ok:
+            self.meter._add(self.meter.failures, self.role)
+            return reply
+        self.meter._add(self.meter.calls, self.role)
+        self.store.put_call(
+            CallRow(key, self.role, self.name, reply.text, 0, 0, time.perf_counter() - started),
+            {"messages": request, "params": {}},
+        )
+        return reply
