@@ -670,7 +670,8 @@ def build_meta_summary(
 
     A failed verdict is counted and left out (never a score); the ensemble score of an item is the
     mean of its judges' parsed scores on the human scale. Every statistic comes from
-    :mod:`personagraph.judges.stats` (scipy, scikit-learn and krippendorff underneath).
+    :mod:`personagraph.judges.stats`: agreement metrics with paired bootstrap CIs evaluated over all
+    resamples at once (equal to scipy / scikit-learn per resample), α from krippendorff.
     """
     by_item: dict[tuple[str, str], MetaVerdict] = {(v.item_key, v.judge): v for v in verdicts}
     groups: dict[str, list[MetaItem]] = defaultdict(list)

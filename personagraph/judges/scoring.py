@@ -8,15 +8,13 @@ summary can be rebuilt from any run directory.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
-from personagraph.judges.stats import describe, krippendorff_alpha
+from personagraph.judges.stats import describe, independent_bootstrap_ci, krippendorff_alpha, mean_of_means
 from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
 
 
@@ -41,21 +39,18 @@ def score_items(answers: Iterable[Answer], verdicts: Iterable[Verdict]) -> list[
 
 
 def _persona_score_ci(per_task: dict[str, list[float]], seed: int = 0) -> list[float] | None:
-    """Bootstrap CI of the mean of task means, resampling items within each task."""
+    """Bootstrap CI (percentile, 2000 resamples) of the mean of task means, resampling items within each task.
+
+    Stratified: every task keeps its item count in each resample, as PersonaScore weighs tasks equally.
+    None when a task has fewer than two scored items or the interval is undefined.
+    """
     samples = [np.asarray(v, dtype=float) for v in per_task.values() if v]
     if len(samples) == 0 or any(len(s) < 2 for s in samples):
         return None
-    if all(np.ptp(s) == 0 for s in samples):
-        value = float(np.mean([s.mean() for s in samples]))
-        return [value, value]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = scipy_stats.bootstrap(
-            tuple(samples), lambda *xs: np.mean([x.mean() for x in xs]), vectorized=False,
-            n_resamples=2000, method="percentile", random_state=np.random.default_rng(seed),
-        )
-    low, high = result.confidence_interval
-    return [float(low), float(high)] if math.isfinite(low) and math.isfinite(high) else None
+    low, high = independent_bootstrap_ci(
+        samples, mean_of_means, n_resamples=2000, seed=seed, method="percentile"
+    )
+    return [low, high] if math.isfinite(low) and math.isfinite(high) else None
 
 
 def summarize_scores(

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from scipy import stats
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.stats import _interval, bootstrap_ci
+from personagraph.judges.stats import bootstrap_ci, independent_bootstrap_ci, mean_difference
 from personagraph.models import parse_spec
 from personagraph.schemas import Answer, Verdict
 from personagraph.store import RunStore
@@ -84,10 +84,6 @@ def _quiet(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
 
-def _difference(own: np.ndarray, other: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(own, axis=axis) - np.mean(other, axis=axis)
-
-
 def unpaired_gap(
     own: Sequence[float], other: Sequence[float], *, seed: int = 0, n_resamples: int = 2000
 ) -> Gap:
@@ -101,15 +97,7 @@ def unpaired_gap(
         if np.ptp(a) == 0 and np.ptp(b) == 0:
             low = high = gap
         else:
-            lo, hi = _interval(
-                (a, b),
-                _difference,
-                paired=False,
-                confidence=0.95,
-                n_resamples=n_resamples,
-                seed=seed,
-                method="BCa",
-            )
+            lo, hi = independent_bootstrap_ci((a, b), mean_difference, n_resamples=n_resamples, seed=seed)
             low, high = _finite(lo), _finite(hi)
     return Gap(
         n_own=int(a.size),

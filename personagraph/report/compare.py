@@ -2,7 +2,7 @@
 
 Questions are paired by id (a hash of persona, task, position and text), so two runs over the same
 benchmark — or two models of one run — compare item by item. For each task: the mean difference B − A with a paired bootstrap
-95% CI (:func:`personagraph.judges.stats.paired_bootstrap_ci`, resampling questions) and the Wilcoxon
+95% CI (:func:`personagraph.judges.stats.bootstrap_ci` of the differences over questions) and the Wilcoxon
 signed-rank test (:func:`scipy.stats.wilcoxon`); p-values are also Holm-adjusted over the tasks. Items are
 scored with the judges both runs share, so a judge change does not pass for a model change.
 """
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from scipy import stats as scipy_stats
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.stats import paired_bootstrap_ci
+from personagraph.judges.stats import bootstrap_ci
 from personagraph.report.load import Run, load_run
 from personagraph.report.tables import Column, Table
 from personagraph.schemas import TASK_NAMES
@@ -114,7 +114,8 @@ def paired_difference(task: str, a: list[float], b: list[float], *, seed: int = 
     n = int(diffs.size)
     low = high = None
     if n >= 2:
-        low, high = paired_bootstrap_ci(first, second, lambda x, y: float(np.mean(y - x)), seed=seed)
+        # Resampling questions: the mean of the resampled differences, one vectorised bootstrap.
+        low, high = bootstrap_ci(diffs, np.mean, seed=seed)
         low, high = _finite(low), _finite(high)
     statistic = p_value = None
     if np.any(diffs != 0):

@@ -234,6 +234,45 @@ def test_every_statistic_matches_the_libraries(
         assert estimate["ci_low"] <= estimate["value"] <= estimate["ci_high"], metric
 
 
+@pytest.mark.parametrize(("criterion", "target"), [("expected_action", (1, 5)), ("warmth", (1, 10))])
+def test_vectorised_intervals_equal_the_per_resample_library_loop(
+    synthetic: dict[str, Any], criterion: str, target: tuple[int, int]
+) -> None:
+    """Every CI (vectorised over resamples) equals scipy's bootstrap calling the library statistic once per
+    resample: the same draws, the same BCa, so the same interval."""
+    scores, human, texts, _ = _expected_scores(synthetic, 1.2, criterion, target, synthetic["broken"])
+    row = synthetic["summary"]["results"][criterion]["judges"]["test:meta-far"]
+    j, h = np.array(scores), np.array(human)
+    lengths = np.array([len(t.split()) for t in texts], dtype=float)
+    labels = list(range(target[0], target[1] + 1))
+
+    def kappa(x: np.ndarray, y: np.ndarray) -> float:
+        a, b = (np.clip(np.rint(v), *target).astype(int) for v in (x, y))
+        return float(cohen_kappa_score(a, b, labels=labels, weights="quadratic"))
+
+    loops = {
+        "spearman": (h, _spearman),
+        "kendall": (h, lambda x, y: float(stats.kendalltau(x, y).statistic)),
+        "quadratic_kappa": (h, kappa),
+        "mae": (h, lambda x, y: float(np.mean(np.abs(x - y)))),
+        "length_correlation": (lengths, _spearman),
+    }
+    for metric, (other, statistic) in loops.items():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            direct = stats.bootstrap(
+                (j, other),
+                statistic,
+                paired=True,
+                vectorized=False,
+                n_resamples=RESAMPLES,
+                method="BCa",
+                rng=np.random.default_rng(3),
+            ).confidence_interval
+        assert (row[metric]["ci_low"], row[metric]["ci_high"]) == pytest.approx(
+            (direct.low, direct.high), rel=1e-9, abs=1e-12
+        ), metric
+
+
 def test_known_correlations(synthetic: dict[str, Any]) -> None:
     """The close judge agrees strongly, the noisy one less; the design is visible in the numbers."""
     results = synthetic["summary"]["results"]["expected_action"]["judges"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import krippendorff
 import numpy as np
@@ -11,15 +12,22 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
+from personagraph.judges import stats as pg_stats
 from personagraph.judges.stats import (
     AgreementReport,
     Stats,
     agreement_report,
     bootstrap_ci,
     describe,
+    independent_bootstrap_ci,
     krippendorff_alpha,
     length_correlation,
+    mean_absolute_error,
+    mean_difference,
+    mean_of_means,
     paired_bootstrap_ci,
+    quadratic_weighted_kappa,
+    spearman,
 )
 
 
@@ -91,6 +99,45 @@ def test_bootstrap_ci_nearly_constant_data_stays_finite() -> None:
     assert 1.0 <= low <= 1.05 <= high <= 2.0
 
 
+def test_bootstrap_ci_width_shrinks_with_n() -> None:
+    rng = np.random.default_rng(11)
+    widths = []
+    for n in (20, 80, 320, 1280):
+        low, high = bootstrap_ci(rng.normal(size=n), n_resamples=1000)
+        widths.append(high - low)
+    assert widths == sorted(widths, reverse=True)
+    assert widths[0] / widths[-1] == pytest.approx(8.0, rel=0.35)  # ~ sqrt(1280 / 20)
+
+
+@pytest.mark.parametrize("method", ["BCa", "percentile", "basic"])
+def test_bootstrap_ci_every_method_matches_scipy(normal_sample: np.ndarray, method: str) -> None:
+    low, high = bootstrap_ci(normal_sample, np.median, method=method, n_resamples=500, seed=4)
+    expected = stats.bootstrap(
+        (normal_sample,), np.median, n_resamples=500, method=method, rng=np.random.default_rng(4)
+    ).confidence_interval
+    assert (low, high) == pytest.approx((expected.low, expected.high))
+
+
+def test_bootstrap_ci_unknown_method_is_an_error(normal_sample: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="method"):
+        bootstrap_ci(normal_sample, method="studentized")  # type: ignore[arg-type]
+
+
+def test_bootstrap_ci_vectorised_and_looped_statistic_agree(normal_sample: np.ndarray) -> None:
+    """A statistic with ``axis`` sees all resamples at once, one without is called per resample: same CI."""
+    vectorised = bootstrap_ci(normal_sample, np.mean, n_resamples=400, seed=8)
+    looped = bootstrap_ci(normal_sample, lambda x: float(np.mean(x)), n_resamples=400, seed=8)
+    assert vectorised == pytest.approx(looped, rel=1e-12)
+
+
+def test_bootstrap_ci_batches_do_not_change_the_interval(
+    normal_sample: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = bootstrap_ci(normal_sample, n_resamples=700, seed=6)
+    monkeypatch.setattr(pg_stats, "_BATCH_ELEMENTS", 3 * normal_sample.size + 17)  # 3 resamples a batch
+    assert bootstrap_ci(normal_sample, n_resamples=700, seed=6) == whole
+
+
 # --- paired_bootstrap_ci ------------------------------------------------------------------------
 
 
@@ -136,6 +183,113 @@ def test_paired_bootstrap_ci_degenerate_inputs() -> None:
     assert paired_bootstrap_ci([2.0] * 5, [3.0] * 5, mean_difference) == (-1.0, -1.0)
     with pytest.raises(ValueError, match="length"):
         paired_bootstrap_ci([1.0, 2.0], [1.0], _spearman)
+
+
+def test_paired_bootstrap_ci_vectorised_spearman_matches_scipy(
+    judged_items: tuple[np.ndarray, np.ndarray],
+) -> None:
+    judge, human = judged_items
+    assert paired_bootstrap_ci(judge, human, spearman, n_resamples=500, seed=5) == pytest.approx(
+        paired_bootstrap_ci(judge, human, _spearman, n_resamples=500, seed=5)
+    )
+
+
+# --- independent_bootstrap_ci -------------------------------------------------------------------
+
+
+def _strata() -> list[np.ndarray]:
+    """Five tasks of different sizes and spreads, like per-task item scores."""
+    rng = np.random.default_rng(21)
+    return [
+        np.clip(np.rint(rng.normal(mu, sd, size=n)), 1, 5)
+        for mu, sd, n in ((4.2, 0.6, 12), (3.1, 1.2, 40), (2.5, 0.9, 7), (3.8, 1.0, 25), (4.6, 0.4, 18))
+    ]
+
+
+def _slow_stratified_ci(strata: list[np.ndarray], n_resamples: int, seed: int) -> tuple[float, float]:
+    """Reference: a Python loop over resamples, drawing each stratum's items with replacement."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_resamples):
+        values.append(np.mean([s[rng.integers(0, s.size, size=s.size)].mean() for s in strata]))
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def test_stratified_ci_agrees_with_a_slow_reference() -> None:
+    strata = _strata()
+    low, high = independent_bootstrap_ci(strata, mean_of_means, n_resamples=4000, seed=1, method="percentile")
+    ref_low, ref_high = _slow_stratified_ci(strata, 4000, seed=99)  # other draws: Monte Carlo tolerance
+    point = float(np.mean([s.mean() for s in strata]))
+    assert low < point < high
+    # Standard error of the mean of task means, resampling within tasks (the plug-in variance):
+    se = math.sqrt(sum(s.var() / s.size for s in strata)) / len(strata)
+    assert (high - low) / 2 == pytest.approx(1.96 * se, rel=0.1)
+    assert low == pytest.approx(ref_low, abs=0.2 * se) and high == pytest.approx(ref_high, abs=0.2 * se)
+
+
+def test_stratified_ci_keeps_every_stratum_whole() -> None:
+    """Within-stratum resampling: a constant stratum never moves, whatever the others do."""
+    strata = [np.full(10, 5.0), np.array([1.0, 2.0, 3.0, 4.0])]
+    low, high = independent_bootstrap_ci(strata, mean_of_means, n_resamples=1000, method="percentile")
+    assert (5 + 1) / 2 <= low < high <= (5 + 4) / 2
+
+
+def test_independent_bootstrap_ci_matches_scipy_multi_sample() -> None:
+    strata = _strata()
+    for statistic, samples in ((mean_of_means, strata), (mean_difference, strata[:2])):
+        for method in ("BCa", "percentile"):
+            low, high = independent_bootstrap_ci(samples, statistic, n_resamples=600, seed=2, method=method)
+            expected = stats.bootstrap(
+                tuple(samples), statistic, n_resamples=600, method=method, rng=np.random.default_rng(2)
+            ).confidence_interval
+            assert (low, high) == pytest.approx((expected.low, expected.high))
+
+
+def test_independent_bootstrap_ci_degenerate_and_repeatable() -> None:
+    assert all(math.isnan(v) for v in independent_bootstrap_ci([], mean_of_means))
+    assert all(math.isnan(v) for v in independent_bootstrap_ci([[1.0, 2.0], [3.0]], mean_of_means))
+    assert independent_bootstrap_ci([[2.0, 2.0], [4.0] * 3], mean_of_means) == (3.0, 3.0)
+    strata = _strata()
+    first = independent_bootstrap_ci(strata, mean_of_means, seed=7)
+    assert independent_bootstrap_ci(strata, mean_of_means, seed=7) == first
+    assert independent_bootstrap_ci(strata, mean_of_means, seed=8) != first
+
+
+# --- vectorised statistics ----------------------------------------------------------------------
+
+
+def _resampled_rows(n: int, rows: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(rows, n))
+
+
+def test_vectorised_statistics_equal_the_libraries_row_by_row() -> None:
+    """On resamples of tied, small-n data (constant rows included), every vectorised statistic equals
+    scipy or scikit-learn applied to each row."""
+    rng = np.random.default_rng(3)
+    human = rng.integers(1, 6, size=8).astype(float)
+    judge = np.clip(human + rng.normal(0, 1.2, size=8), 0.5, 5.5)
+    judge[2] = judge[5]  # a tie within the raw judge scores
+    idx = np.vstack([_resampled_rows(8, 400, seed=1), np.zeros((1, 8), dtype=int)])  # + a constant resample
+    x, y = judge[idx], human[idx]
+    kendall = pg_stats._kendall_statistic(judge, human)((idx,))
+    fast_spearman = pg_stats._spearman_statistic(judge, human)((idx,))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = quadratic_weighted_kappa(x, y, (1, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for r in range(idx.shape[0]):
+            rho = stats.spearmanr(x[r], y[r]).statistic
+            tau = stats.kendalltau(x[r], y[r]).statistic
+            a, b = np.clip(np.rint(x[r]), 1, 5).astype(int), y[r].astype(int)
+            expected_kappa = cohen_kappa_score(a, b, labels=[1, 2, 3, 4, 5], weights="quadratic")
+            np.testing.assert_allclose(spearman(x[r], y[r]), rho, atol=1e-12, equal_nan=True)
+            np.testing.assert_allclose(fast_spearman[r], rho, atol=1e-12, equal_nan=True)
+            np.testing.assert_allclose(kendall[r], tau, atol=1e-12, equal_nan=True)
+            np.testing.assert_allclose(kappa[r], expected_kappa, atol=1e-12, equal_nan=True)
+    assert np.isnan(fast_spearman[-1]) and np.isnan(kendall[-1])
+    np.testing.assert_allclose(spearman(x, y), fast_spearman, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(mean_absolute_error(x, y), np.abs(x - y).mean(axis=1))
 
 
 # --- describe -----------------------------------------------------------------------------------
