@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from functools import lru_cache
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator
 
 Status = Literal["ok", "failed"]
 TASK_NAMES = (
@@ -124,26 +125,49 @@ class ItemScore(BaseModel):
 
 
 # --- LLM structured output ---------------------------------------------------------------------------
+# maxLength/maxItems only shape the JSON schema: llama.cpp turns them into its grammar, so a small model
+# cannot ramble or repeat list items until max_tokens cuts the JSON (seen with the embedded 1.5B);
+# validation stays lenient for providers that ignore them, and callers trim lists themselves.
+def _capped(length: int) -> object:
+    return Annotated[str, Field(json_schema_extra={"maxLength": length})]
+
+
 class EnvironmentChoice(BaseModel):
     """The environment selector's reply."""
 
-    environments: list[str] = Field(description="names of the chosen environments, copied exactly from the list")
+    environments: list[_capped(80)] = Field(  # type: ignore[valid-type]
+        description="names of the chosen environments, copied exactly from the list"
+    )
 
 
 class QuestionList(BaseModel):
     """The question generator's reply."""
 
-    questions: list[str] = Field(description="the questions, one per item, without numbering")
+    questions: list[_capped(300)] = Field(  # type: ignore[valid-type]
+        description="the questions, one per item, without numbering"
+    )
+
+
+@lru_cache(maxsize=None)
+def at_most(schema: type[BaseModel], field: str, n: int) -> type[BaseModel]:
+    """``schema`` with its list ``field`` capped at ``n`` items in the JSON schema (not in validation)."""
+    info = schema.model_fields[field]
+    extra = {**(info.json_schema_extra or {}), "maxItems": n}  # type: ignore[dict-item]
+    return create_model(
+        f"{schema.__name__}AtMost{n}",
+        __base__=schema,
+        **{field: (info.annotation, Field(description=info.description, json_schema_extra=extra))},
+    )
 
 
 class ExemplarSet(BaseModel):
     """The exemplar generator's reply: one example answer per score."""
 
-    score_1: str = Field(description="an answer that deserves score 1")
-    score_2: str = Field(description="an answer that deserves score 2")
-    score_3: str = Field(description="an answer that deserves score 3")
-    score_4: str = Field(description="an answer that deserves score 4")
-    score_5: str = Field(description="an answer that deserves score 5")
+    score_1: _capped(240) = Field(description="an answer that deserves score 1")  # type: ignore[valid-type]
+    score_2: _capped(240) = Field(description="an answer that deserves score 2")  # type: ignore[valid-type]
+    score_3: _capped(240) = Field(description="an answer that deserves score 3")  # type: ignore[valid-type]
+    score_4: _capped(240) = Field(description="an answer that deserves score 4")  # type: ignore[valid-type]
+    score_5: _capped(240) = Field(description="an answer that deserves score 5")  # type: ignore[valid-type]
 
     def by_score(self) -> dict[int, str]:
         return {i: getattr(self, f"score_{i}") for i in range(1, 6)}
@@ -152,10 +176,7 @@ class ExemplarSet(BaseModel):
 class JudgeReply(BaseModel):
     """A judge's reply: reasoning first, so the score follows from it."""
 
-    # maxLength only shapes the schema: llama.cpp's grammar then closes the JSON before max_tokens cuts a
-    # rambling rationale; validation stays lenient for providers that ignore it.
-    rationale: str = Field(
-        description="two or three sentences comparing the response with the rubric and examples",
-        json_schema_extra={"maxLength": 400},
+    rationale: _capped(400) = Field(  # type: ignore[valid-type]
+        description="two or three sentences comparing the response with the rubric and examples"
     )
     score: int = Field(ge=1, le=5, description="the score")

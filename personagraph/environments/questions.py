@@ -10,7 +10,7 @@ import numpy as np
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
-from personagraph.schemas import Environment, EnvironmentChoice, QuestionList, Task
+from personagraph.schemas import Environment, EnvironmentChoice, QuestionList, Task, at_most
 
 
 @dataclass
@@ -56,7 +56,7 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
     by_name = {env.name.lower(): env for env in load_pool()}
     listed = [env.name for env in shown] if len(shown) < len(by_name) else []
     messages = load_prompt("select_environments").messages(pool=pool_listing(shown), persona=persona, k=k)
-    reply = await client.structured(messages, EnvironmentChoice)
+    reply = await client.structured(messages, at_most(EnvironmentChoice, "environments", k + 2))
     if not reply.ok or reply.value is None:
         return Selection([], status="failed", error=reply.error, shortlist=listed)
     chosen: list[Environment] = []
@@ -87,7 +87,7 @@ async def generate_questions(
         environments=listing,
         n=n,
     )
-    reply = await client.structured(messages, QuestionList)
+    reply = await client.structured(messages, at_most(QuestionList, "questions", n))
     if not reply.ok or reply.value is None:
         return [], reply.error
     seen: set[str] = set()
