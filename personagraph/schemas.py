@@ -109,6 +109,8 @@ class Verdict(BaseModel):
     rationale: str = ""
     raw: str = ""
     error: str | None = None
+    judge_score: int | None = None  # the judge's own score, when the rubric's persona-break cap lowered it
+    capped_by: str | None = None  # the persona-break phrase that capped the score
 
 
 class ItemScore(BaseModel):

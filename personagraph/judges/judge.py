@@ -101,12 +101,17 @@ async def judge_answer(
     answer: Answer,
     exemplars: Exemplars | None,
 ) -> Verdict:
-    """PersonaGym step 5 for one answer and one judge: the task's rubric plus the exemplars."""
+    """PersonaGym step 5 for one answer and one judge: the task's rubric plus the exemplars.
+
+    An answer flagged as a persona break ("As an AI…") scores at most the rubric's ``break_cap``, as its
+    guidance says; the judge's own score is kept beside the capped one.
+    """
+    rubric = load_rubric(task.rubric)
     scored = await score_response(
-        client, load_rubric(task.rubric), persona=persona, question=question.text, response=answer.text,
+        client, rubric, persona=persona, question=question.text, response=answer.text,
         examples=exemplar_text(exemplars) if exemplars is not None and exemplars.status == "ok" else None,
     )
-    return Verdict(
+    verdict = Verdict(
         id=short_id(answer.id, str(client.spec)),
         answer_id=answer.id,
         judge=str(client.spec),
@@ -116,3 +121,8 @@ async def judge_answer(
         raw=scored.raw,
         error=scored.error,
     )
+    cap = rubric.break_cap
+    if answer.refusal and cap is not None and verdict.score is not None and verdict.score > cap:
+        verdict.judge_score, verdict.score = verdict.score, cap
+        verdict.capped_by = answer.refusal_marker or "persona break"
+    return verdict

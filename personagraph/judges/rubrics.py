@@ -20,6 +20,7 @@ class Rubric(BaseModel):
     criterion: str
     scores: dict[int, str]
     guidance: str = ""
+    break_cap: int | None = None  # the highest score for an answer flagged as a persona break
     version: str = "1"
 
     def text(self) -> str:
@@ -40,6 +41,8 @@ def _parse(data: object, where: str, version: str) -> Rubric:
     low, high = rubric.scale
     if sorted(rubric.scores) != list(range(low, high + 1)):
         raise PersonagraphError(f"{where}: scores must cover {low}..{high}, found {sorted(rubric.scores)}")
+    if rubric.break_cap is not None and not low <= rubric.break_cap <= high:
+        raise PersonagraphError(f"{where}: break_cap must be within {low}..{high}, got {rubric.break_cap}")
     return rubric
 
 

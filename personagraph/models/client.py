@@ -162,6 +162,8 @@ def format_instructions(schema: type[BaseModel]) -> str:
             kind = f"{kind} from {prop['minimum']} to {prop['maximum']}"
         if kind == "array":
             kind = f"list of {prop.get('items', {}).get('type', 'value')}s"
+            if "maxItems" in prop:
+                kind += f", at most {prop['maxItems']}"
         desc = f": {prop['description']}" if prop.get("description") else ""
         lines.append(f'- "{name}" ({kind}){desc}')
     return "Reply with only a JSON object with these keys, in this order:\n" + "\n".join(lines)

@@ -42,7 +42,7 @@ def _rng(messages: list[dict[str, Any]], extra: str = "") -> random.Random:
     return random.Random(int(hashlib.sha256(blob.encode()).hexdigest()[:16], 16))
 
 
-_POOL_LINE = re.compile(r"^\s*-\s+([^:\n(]+?)\s*(?::|\(|$)", re.M)
+_POOL_LINE = re.compile(r"^\s*-\s+(?!\")([^:\n(]+?)\s*(?::|\(|$)", re.M)  # not the '- "key"' format lines
 
 
 def _listed_names(messages: list[dict[str, Any]]) -> list[str]:

@@ -251,7 +251,9 @@ def _per_persona(run: Run, page: Page) -> str:
 
 def _verdict_html(verdict: dict[str, Any]) -> str:
     if verdict.get("status") == "ok":
-        return (f'<div class="verdict"><b>{esc(verdict.get("judge"))}</b>: {esc(verdict.get("score"))}'
+        capped = (f' <span class="muted">(judge said {esc(verdict["judge_score"])}; capped for the persona-break '
+                  f'phrase “{esc(verdict.get("capped_by"))}”)</span>' if verdict.get("judge_score") is not None else "")
+        return (f'<div class="verdict"><b>{esc(verdict.get("judge"))}</b>: {esc(verdict.get("score"))}{capped}'
                 f' — <span class="text">{esc(verdict.get("rationale"))}</span></div>')
     return (f'<div class="verdict failed"><b>{esc(verdict.get("judge"))}</b>: <span class="bad">failed</span>'
             f' — {esc(verdict.get("error"))}<div class="text muted">{esc(verdict.get("raw"))}</div></div>')

@@ -94,6 +94,27 @@ async def test_refusals_are_counted_per_model_and_task(run_dir: Path) -> None:
     assert all(t["refusal_rate"] == 1.0 for t in summary["models"]["test:refuser"]["tasks"].values())
 
 
+async def test_persona_breaks_score_at_most_the_rubric_cap_and_keep_the_judge_s_score(run_dir: Path) -> None:
+    summary = await evaluate(config(models=["test:refuser", "test:agent"], questions_per_task=3), run_dir)
+    store = RunStore(run_dir)
+    answers = {a["id"]: a for a in store.records("answer")}
+    caps = {"Toxicity Control": 2}
+    capped = 0
+    for verdict in store.records("verdict"):
+        answer = answers[verdict["answer_id"]]
+        if answer["model"] == "test:agent":
+            assert verdict["capped_by"] is None and verdict["judge_score"] is None
+            continue
+        cap = caps.get(answer["task"], 1)
+        assert verdict["score"] <= cap
+        if verdict["judge_score"] is not None:
+            capped += 1
+            assert verdict["judge_score"] > cap == verdict["score"]
+            assert verdict["capped_by"] == answer["refusal_marker"]
+    assert capped > 0  # the test judges' scores are spread over 1..5, so some were above the cap
+    assert all(t["mean"] <= caps.get(name, 1) for name, t in summary["models"]["test:refuser"]["tasks"].items())
+
+
 async def test_empty_answers_are_failed_and_never_judged(run_dir: Path) -> None:
     summary = await evaluate(config(models=["test:empty"]), run_dir)
     answers = RunStore(run_dir).records("answer")
