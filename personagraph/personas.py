@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl, read_text
 from personagraph.schemas import Persona
 
 MAX_PERSONA_CHARS = 4000
@@ -28,19 +28,6 @@ def _persona(value: Any, where: str) -> Persona:
         raise PersonagraphError(f"{where}: empty persona") from None
 
 
-def _read(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if b"\x00" in data:
-        raise PersonagraphError(f"{path}: binary file, expected UTF-8 text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PersonagraphError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
 def load_personas(path: str | Path) -> list[Persona]:
     """Reads personas: .txt (one a line, blank lines and #comments skipped), .jsonl (a string or an
     object with ``persona`` per line) or .yaml (a list, or ``{personas: [...]}``). Duplicates are dropped.
@@ -49,7 +36,9 @@ def load_personas(path: str | Path) -> list[Persona]:
         PersonagraphError: naming the file (and line) of the first problem.
     """
     path = Path(path)
-    text = _read(path)
+    text = read_text(path)
+    if "\x00" in text:
+        raise PersonagraphError(f"{path}: binary file, expected UTF-8 text")
     suffix = path.suffix.lower()
     personas: list[Persona] = []
     if suffix == ".txt":
@@ -57,13 +46,7 @@ def load_personas(path: str | Path) -> list[Persona]:
             if line.strip() and not line.lstrip().startswith("#"):
                 personas.append(_persona(line, f"{path}:{number}"))
     elif suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+        for number, value in read_jsonl(path, text=text):
             personas.append(_persona(value, f"{path}:{number}"))
     elif suffix in (".yaml", ".yml"):
         try:

@@ -66,6 +66,7 @@ from personagraph.agents.user_sim import (
     default_user_persona,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl, read_text
 from personagraph.judges.judge import score_response
 from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.rubrics import load_rubric
@@ -540,22 +541,11 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
         PersonagraphError: naming the file and line of the first problem.
     """
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PersonagraphError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    raw = read_text(path)
     header: dict[str, Any] = {}
     turns: list[dict[str, Any]] = []
     index = 0
-    for number, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise PersonagraphError(f"{path}:{number}: expected a JSON object")
+    for number, item in read_jsonl(path, text=raw, objects=True):
         kind = item.get("type", "turn")
         if kind == "header":
             header = item

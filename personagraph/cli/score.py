@@ -12,7 +12,8 @@ from rich.table import Table
 from personagraph.cli._common import console, run
 from personagraph.embeddings import PACKAGED_MINILM
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.io import read_jsonl, write_jsonl
+from personagraph.files import read_jsonl
+from personagraph.metrics.io import write_jsonl
 from personagraph.metrics.nli import NLI_ENV
 from personagraph.metrics.scoring import (
     METRICS,
@@ -100,7 +101,7 @@ def score_file(
         config: metrics and models.
         records: the file's records if already read.
     """
-    records = records if records is not None else read_jsonl(input_path)
+    records = records if records is not None else read_jsonl(input_path, objects=True, allow_empty=False)
     items = [ScoreItem.from_record(record, f"{input_path} line {number}") for number, record in records]
     report = score_items(items, config)
     out: list[dict[str, Any]] = [{**record, **numbers} for (_, record), numbers in zip(records, report.rows,
@@ -125,7 +126,7 @@ def score_command(
     def body() -> None:
         if output.resolve() == input.resolve():
             raise PersonagraphError(f"--output {output}: is the input file; write the scores elsewhere")
-        records = read_jsonl(input)
+        records = read_jsonl(input, objects=True, allow_empty=False)
         have_reference = all(isinstance(r.get("reference"), str) and r["reference"].strip() for _, r in records)
         have_persona = all(r.get("persona") for _, r in records)
         chosen = choose_metrics(metrics, have_reference, have_persona, nli_model)

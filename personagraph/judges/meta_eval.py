@@ -56,6 +56,7 @@ from pydantic import BaseModel, Field
 from personagraph import __version__
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl, read_text
 from personagraph.judges.judge import score_response
 from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
 from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
@@ -286,10 +287,7 @@ def _text(value: Any, column: str) -> str:
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(row number, raw record) pairs; row numbers are file lines (the CSV header is row 1)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PersonagraphError(f"{path}: cannot read items file ({exc.__class__.__name__})") from None
+    text = read_text(path)
     is_csv = path.suffix.lower() == ".csv" or (
         path.suffix.lower() not in {".jsonl", ".json", ".ndjson"} and not text.lstrip().startswith("{")
     )
@@ -314,17 +312,7 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
             }
             rows.append((reader.line_num, cleaned))
         return rows
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path}: row {number}: invalid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise PersonagraphError(f"{path}: row {number}: expected a JSON object")
-        rows.append((number, record))
-    return rows
+    return read_jsonl(path, text=text, objects=True)
 
 
 def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from personagraph.embeddings import encode
 from personagraph.errors import PersonagraphError
+from personagraph.files import iter_jsonl
 from personagraph.memory.embeddings import LocalSentenceEmbedding
 
 DEFAULT_COLLECTION = "memories"
@@ -435,21 +436,6 @@ def _export_row(memory: Memory, fmt: ExportFormat) -> dict[str, Any]:
     return memory.model_dump()
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise PersonagraphError(f"{path}: cannot read ({exc.strerror})") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-
-
 def _is_madial_row(row: Any) -> bool:
     return (
         isinstance(row, dict)
@@ -479,7 +465,7 @@ def read_memories(
     memories: list[Memory] = []
     seen: dict[tuple[str, str], int] = {}
     nonblank = 0
-    for number, row in _jsonl(path):
+    for number, row in iter_jsonl(path):
         nonblank += 1
         madial = _is_madial_row(row) if fmt == "auto" else fmt == "madial"
         try:

@@ -11,7 +11,6 @@ The retrieval protocol of the paper: one query per dialogue, the text before the
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl
 from personagraph.memory.bank import Memory, read_memories
 from personagraph.memory.context import DialogueContext, context_from_lines
 from personagraph.resources import read_yaml
@@ -71,22 +71,6 @@ class MadialDialogue(BaseModel):
         return text[1:-1].strip() if len(text) >= 2 and text[0] == text[-1] == '"' else text
 
 
-def _jsonl(path: Path) -> list[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PersonagraphError(f"{path}: cannot read ({exc.strerror})") from None
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-    return rows
-
-
 def load_dialogues(path: str | Path) -> list[MadialDialogue]:
     """Reads MADial's dialogue file.
 
@@ -95,10 +79,8 @@ def load_dialogues(path: str | Path) -> list[MadialDialogue]:
     """
     path = Path(path)
     dialogues: list[MadialDialogue] = []
-    for number, row in _jsonl(path):
+    for number, row in read_jsonl(path, objects=True):
         where = f"{path}:{number}"
-        if not isinstance(row, dict):
-            raise PersonagraphError(f"{where}: expected a JSON object")
         for key in ("dialogue", "test-turn", "relevant-id", "user-id"):
             if key not in row:
                 raise PersonagraphError(f"{where}: missing field {key!r}")

@@ -449,11 +449,11 @@ def load_responses(path: str | Path, dialogues: Sequence[Dialogue]) -> dict[tupl
     Raises:
         PersonagraphError: a malformed record, or one naming a dialogue/turn the dialogues file lacks.
     """
-    from personagraph.metrics.io import read_jsonl
+    from personagraph.files import read_jsonl
 
     turns = {(t.dialog_id, t.system_index) for d in dialogues for t in d.turns if t.is_system}
     out: dict[tuple[str, int], str] = {}
-    for number, record in read_jsonl(path):
+    for number, record in read_jsonl(path, objects=True, allow_empty=False):
         where = f"{path} line {number}"
         for key in ("dialog_id", "turn", "response"):
             if key not in record:

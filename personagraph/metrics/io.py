@@ -1,7 +1,7 @@
-"""Reading the metric families' input files: JSONL, CSV and TSV, with errors that name the file and row.
+"""The metric families' CSV/TSV input and JSONL output, with errors that name the file and row.
 
-Rows are numbered the way a person finds them: JSONL by line (1 = first line), CSV/TSV by data row
-(1 = first row after the header).
+CSV/TSV rows are numbered the way a person finds them: 1 = first row after the header. JSONL input
+is read by :func:`personagraph.files.read_jsonl`.
 """
 
 from __future__ import annotations
@@ -14,46 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_text
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # profiles and long contexts exceed the 128 KiB default
-
-
-def _read(path: Path) -> str:
-    if not path.is_file():
-        raise PersonagraphError(f"{path}: no such file")
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PersonagraphError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
-def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """Reads a JSONL file of objects.
-
-    Args:
-        path: the file.
-
-    Returns:
-        ``(line_number, record)`` pairs, blank lines skipped.
-
-    Raises:
-        PersonagraphError: missing or empty file, a line that is not a JSON object.
-    """
-    path = Path(path)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for number, line in enumerate(_read(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(value, dict):
-            raise PersonagraphError(f"{path} line {number}: expected a JSON object, got {type(value).__name__}")
-        rows.append((number, value))
-    if not rows:
-        raise PersonagraphError(f"{path}: empty file (no records)")
-    return rows
 
 
 def read_table(
@@ -75,7 +38,7 @@ def read_table(
     path = Path(path)
     if delimiter is None:
         delimiter = "\t" if path.suffix.lower() in {".tsv", ".tab"} else ","
-    text = _read(path)
+    text = read_text(path)
     if not text.strip():
         raise PersonagraphError(f"{path}: empty file")
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL

@@ -25,8 +25,9 @@ from pydantic import BaseModel, Field
 from personagraph import __version__
 from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl
 from personagraph.metrics.instructability import CostReport, cost_report
-from personagraph.metrics.io import read_jsonl, write_jsonl
+from personagraph.metrics.io import write_jsonl
 from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items
 from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
@@ -59,7 +60,7 @@ def load_longlamp(path: str | Path, limit: int | None = None) -> list[LongLaMPRe
     """
     records = []
     seen: set[str] = set()
-    for number, raw in read_jsonl(path):
+    for number, raw in read_jsonl(path, objects=True, allow_empty=False):
         where = f"{path} line {number}"
         for key in ("input", "output", "profile"):
             if key not in raw:

@@ -286,4 +286,4 @@ def test_judge_session_missing_file(tmp_path):
     result = invoke(
         "judge-session", str(tmp_path / "nope.jsonl"), "--judge", "test:j", "--run-dir", str(tmp_path)
     )
-    assert result.exit_code == 2 and "cannot read" in result.output
+    assert result.exit_code == 2 and "nope.jsonl: no such file" in result.output

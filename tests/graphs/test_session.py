@@ -413,7 +413,7 @@ def test_read_plain_role_content_transcript(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json\n", ":1: not JSON"),
+        ("not json\n", r"bad.jsonl:1: invalid JSON \(Expecting value\)"),
         ('{"role": "robot", "content": "x"}\n', "role user/assistant"),
         ("", "no turns found"),
     ],

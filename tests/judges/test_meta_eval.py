@@ -489,9 +489,9 @@ BAD = [
     ),
     (
         '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n{"id": ',
-        "row 2: invalid JSON",
+        "items.jsonl:2: invalid JSON",
     ),
-    ("[1, 2]", "row 1: expected a JSON object"),
+    ("[1, 2]", "items.jsonl:1: expected a JSON object, got array"),
     (
         (
             '{"id": "1", "response": "r", "criterion": "expected_action", "human": 3}\n'
@@ -516,7 +516,8 @@ def test_bad_jsonl_names_file_and_row(tmp_path: Path, content: str, message: str
     path.write_text(content + "\n")
     with pytest.raises(PersonagraphError) as error:
         load_items(path, CriterionCatalogue())
-    assert str(error.value).startswith(f"{path}: ")
+    # "{path}: row N: ..." from the validation, "{path}:N: ..." from the JSONL reader
+    assert str(error.value).startswith(f"{path}:")
     assert message in str(error.value)
     assert "\n" not in str(error.value)
 
@@ -559,7 +560,7 @@ def test_unknown_criteria_filter_and_missing_file(tmp_path: Path) -> None:
                 MetaEvalConfig(items=str(path), judges=["test:a"], criteria=["toxicity"]), tmp_path / "run"
             )
         )
-    with pytest.raises(PersonagraphError, match="cannot read items file"):
+    with pytest.raises(PersonagraphError, match=r"missing.jsonl: no such file$"):
         load_items(tmp_path / "missing.jsonl", CriterionCatalogue())
 
 

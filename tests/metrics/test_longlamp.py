@@ -66,7 +66,7 @@ def test_load_longlamp_bad_files(tmp_path: Path) -> None:
     with pytest.raises(PersonagraphError, match=r"empty.jsonl: empty file"):
         load_longlamp(tmp_path / "empty.jsonl")
     (tmp_path / "junk2.jsonl").write_text(json.dumps(RECORDS[0]) + "\nnot json\n")
-    with pytest.raises(PersonagraphError, match=r"junk2.jsonl line 2: not valid JSON"):
+    with pytest.raises(PersonagraphError, match=r"junk2.jsonl:2: invalid JSON"):
         load_longlamp(tmp_path / "junk2.jsonl")
 
 

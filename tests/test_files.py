@@ -1,0 +1,123 @@
+"""personagraph.files: the one reader of text and JSONL input, one wording per problem."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from personagraph.errors import PersonagraphError
+from personagraph.files import iter_jsonl, read_jsonl, read_text
+
+
+def _error(call, *args, **kwargs) -> str:
+    with pytest.raises(PersonagraphError) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+READERS = [read_text, read_jsonl, lambda path: list(iter_jsonl(path))]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_missing_file(tmp_path: Path, reader) -> None:
+    path = tmp_path / "absent.jsonl"
+    assert _error(reader, path) == f"{path}: no such file"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_directory(tmp_path: Path, reader) -> None:
+    assert _error(reader, tmp_path) == f"{tmp_path}: is a directory"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_not_utf8_names_the_byte_offset(tmp_path: Path, reader) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'"ok"\n"caf\xe9"\n')
+    assert _error(reader, path) == f"{path}: not UTF-8 text (byte 9)"
+
+
+def test_not_utf8_offset_counts_the_bom(tmp_path: Path) -> None:
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf\xff")
+    for reader in READERS:
+        assert _error(reader, path) == f"{path}: not UTF-8 text (byte 3)"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root reads anything")
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "locked.txt"
+    path.write_text("x")
+    path.chmod(0)
+    try:
+        assert _error(read_text, path) == f"{path}: cannot read (Permission denied)"
+    finally:
+        path.chmod(0o600)
+
+
+def test_bom_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n{"a": 2}\n')
+    assert read_text(path) == '{"a": 1}\r\n{"a": 2}\n'
+    assert read_jsonl(path) == [(1, {"a": 1}), (2, {"a": 2})]
+    assert list(iter_jsonl(path)) == [(1, {"a": 1}), (2, {"a": 2})]
+
+
+def test_blank_lines_are_skipped_and_lines_keep_their_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.jsonl"
+    path.write_text('\n{"a": 1}\n   \n\t\n"text"\n\n')
+    assert read_jsonl(path) == [(2, {"a": 1}), (5, "text")]
+    assert list(iter_jsonl(path)) == [(2, {"a": 1}), (5, "text")]
+    assert read_jsonl(path, text=path.read_text()) == [(2, {"a": 1}), (5, "text")]
+
+
+def test_a_line_separator_inside_a_string_is_not_a_new_line(tmp_path: Path) -> None:
+    path = tmp_path / "sep.jsonl"
+    path.write_text('{"a": "x\u2028y"}\n{"a": 2}\n', encoding="utf-8")
+    assert read_jsonl(path) == [(1, {"a": "x\u2028y"}), (2, {"a": 2})]
+
+
+@pytest.mark.parametrize("from_text", [False, True])
+def test_invalid_json_names_file_and_line(tmp_path: Path, from_text: bool) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": \n')
+    text = path.read_text() if from_text else None
+    assert _error(read_jsonl, path, text=text) == f"{path}:3: invalid JSON (Expecting value)"
+    if not from_text:
+        assert _error(lambda p: list(iter_jsonl(p)), path) == f"{path}:3: invalid JSON (Expecting value)"
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [("[1, 2]", "array"), ('"s"', "string"), ("3", "number"), ("2.5", "number"), ("true", "boolean"),
+     ("null", "null")],
+)
+def test_objects_required(tmp_path: Path, line: str, kind: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(f'{{"a": 1}}\n{line}\n')
+    assert read_jsonl(path)[1][0] == 2  # any JSON value is fine by default
+    expected = f"{path}:2: expected a JSON object, got {kind}"
+    assert _error(read_jsonl, path, objects=True) == expected
+    assert _error(lambda p: list(iter_jsonl(p, objects=True)), path) == expected
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_file(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    assert read_jsonl(path) == []
+    assert _error(read_jsonl, path, allow_empty=False) == f"{path}: empty file (no records)"
+    assert _error(read_jsonl, path, text=content, allow_empty=False) == f"{path}: empty file (no records)"
+
+
+def test_iter_jsonl_streams(tmp_path: Path) -> None:
+    path = tmp_path / "stream.jsonl"
+    path.write_text('{"a": 1}\n{"a": \n')
+    rows = iter_jsonl(path)
+    assert next(rows) == (1, {"a": 1})  # the good line arrives before the bad one is read
+    with pytest.raises(PersonagraphError, match=re.escape(f"{path}:2: invalid JSON")):
+        next(rows)
