@@ -33,3 +33,14 @@ async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
     verdict = JudgeReply.model_validate_json(scored.raw) if scored.raw.strip().startswith("{") else None
     assert verdict is not None and 1 <= verdict.score <= 5 and verdict.rationale.strip()
     assert scored.score == verdict.score
+
+
+def test_loaded_models_are_closed_once_and_can_be_loaded_again() -> None:
+    from personagraph.models import local
+
+    first = local.load_llama("qwen2.5-coder-0.5b")
+    local.close_models()
+    assert local._models == {}
+    local.close_models()  # at exit it runs again after tests closed everything: a no-op
+    again = local.load_llama("qwen2.5-coder-0.5b")
+    assert again is not first and again.tokenize(b"howdy")

@@ -8,6 +8,7 @@ event loop stays free.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from typing import Any
@@ -40,6 +41,8 @@ def load_llama(name: str) -> Any:
                 f"local:{name} needs llama-cpp-python; install with: pip install 'personagraph[local]'"
             ) from None
         path = ensure_weights(LOCAL_MODELS[name])
+        if not _models:
+            atexit.register(close_models)
         _models[name] = Llama(
             model_path=str(path),
             n_ctx=N_CTX,
@@ -49,6 +52,14 @@ def load_llama(name: str) -> Any:
             verbose=False,
         )
         return _models[name]
+
+
+def close_models() -> None:
+    """Frees every loaded model. Runs at exit: left to interpreter teardown, llama.cpp's own destructor
+    finds its library already unloaded and prints a ``free_model`` traceback."""
+    with _load_lock:
+        while _models:
+            _models.popitem()[1].close()
 
 
 class LocalChatModel(BaseChatModel):
