@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from personagraph.errors import PersonagraphError
@@ -77,3 +78,16 @@ def model_settings(base_url: str | None, api_key: str | None, **fields: Any) -> 
         return ModelSettings(base_url=base_url, api_key=key, **fields)
     except ValueError as exc:
         raise PersonagraphError(f"bad model setting: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+
+
+def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:
+    """The progress display every long command shows: label, bar, done/total, elapsed (off with --quiet)."""
+    return Progress(
+        TextColumn(f"{{task.description:<{label_width}}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=state.quiet,
+        transient=transient,
+    )

@@ -8,9 +8,15 @@ from pathlib import Path
 
 import typer
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    console,
+    model_settings,
+    progress_display,
+    run,
+)
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.evaluate import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, RunConfig, evaluate
@@ -102,8 +108,7 @@ def eval_command(
             "exemplars": questions,
             "verdicts": questions * len(config.models) * len(config.judges),
         }
-        with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, disable=state.quiet, transient=False) as progress:
+        with progress_display() as progress:
             bars = {stage: progress.add_task(stage, total=totals[stage] or None) for stage in STAGES
                     if totals[stage]}
 

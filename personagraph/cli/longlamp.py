@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    console,
+    model_settings,
+    progress_display,
+    run,
+)
 from personagraph.cli.score import EMBEDDING_OPTION, WORST_OPTION, render_report
 from personagraph.errors import PersonagraphError
 from personagraph.metrics.longlamp import (
@@ -44,8 +50,7 @@ def longlamp_command(
                                 max_tokens=max_tokens, embedding_model=embedding_model,
                                 failures_as_worst=failures_as_worst)
         settings = model_settings(base_url, api_key, concurrency=concurrency)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=state.quiet, transient=True) as progress:
+        with progress_display(label_width=0, transient=True) as progress:
             bar = progress.add_task(f"{model} · {retriever} k={k}", total=len(records))
 
             def on_item(_: LongLaMPGeneration | None) -> None:

@@ -7,11 +7,17 @@ from typing import Any
 
 import typer
 from rich.console import Group
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    console,
+    model_settings,
+    progress_display,
+    run,
+)
 from personagraph.errors import PersonagraphError
 from personagraph.evaluate import DEFAULT_JUDGE
 
@@ -174,15 +180,7 @@ def meta_eval_command(
             )
             settings = model_settings(base_url, api_key)
             # Started once the items file is validated, so an input error prints alone.
-            progress = Progress(
-                TextColumn("{task.description:<10}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
-                disable=state.quiet,
-                transient=False,
-            )
+            progress = progress_display()
             bar = progress.add_task("verdicts", total=None)
 
             def on_total(total: int) -> None:

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    console,
+    model_settings,
+    progress_display,
+    run,
+)
 from personagraph.cli.score import (
     BERTSCORE_LAYERS_OPTION,
     BERTSCORE_MODEL_OPTION,
@@ -54,8 +60,7 @@ def persobench_command(
         if not metrics and "c_score" not in chosen:
             console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")
         settings = model_settings(base_url, api_key, concurrency=concurrency)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=state.quiet, transient=True) as progress:
+        with progress_display(label_width=0, transient=True) as progress:
             bar = progress.add_task(f"{model} ({config.mode})", total=len(items))
 
             def on_item(_: Generation | None) -> None:

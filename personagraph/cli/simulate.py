@@ -7,10 +7,16 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run, state
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    console,
+    model_settings,
+    progress_display,
+    run,
+)
 from personagraph.errors import PersonagraphError
 from personagraph.sessions import (
     DEFAULT_AGENT,
@@ -166,15 +172,7 @@ def simulate_command(
             raise PersonagraphError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
         settings = model_settings(base_url, api_key)
         specs = session_specs(config)
-        with Progress(
-            TextColumn("{task.description:<24}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=state.quiet,
-            transient=False,
-        ) as progress:
+        with progress_display(label_width=24) as progress:
             overall = progress.add_task("sessions", total=len(specs))
             all_turns = progress.add_task("turns", total=len(specs) * config.turns)
             bars = (
