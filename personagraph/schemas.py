@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
@@ -130,14 +130,15 @@ class ItemScore(BaseModel):
 # maxLength/maxItems only shape the JSON schema: llama.cpp turns them into its grammar, so a small model
 # cannot ramble or repeat list items until max_tokens cuts the JSON (seen with the embedded 1.5B);
 # validation stays lenient for providers that ignore them, and callers trim lists themselves.
-def _capped(length: int) -> object:
+def capped_text(length: int) -> object:
+    """A ``str`` annotation whose JSON schema says ``maxLength: length`` (validation does not enforce it)."""
     return Annotated[str, Field(json_schema_extra={"maxLength": length})]
 
 
 class EnvironmentChoice(BaseModel):
     """The environment selector's reply."""
 
-    environments: list[_capped(80)] = Field(  # type: ignore[valid-type]
+    environments: list[capped_text(80)] = Field(  # type: ignore[valid-type]
         description="names of the chosen environments, copied exactly from the list"
     )
 
@@ -145,12 +146,12 @@ class EnvironmentChoice(BaseModel):
 class QuestionList(BaseModel):
     """The question generator's reply."""
 
-    questions: list[_capped(300)] = Field(  # type: ignore[valid-type]
+    questions: list[capped_text(300)] = Field(  # type: ignore[valid-type]
         description="the questions, one per item, without numbering"
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def at_most(schema: type[BaseModel], field: str, n: int) -> type[BaseModel]:
     """``schema`` with its list ``field`` capped at ``n`` items in the JSON schema (not in validation)."""
     info = schema.model_fields[field]
@@ -165,11 +166,11 @@ def at_most(schema: type[BaseModel], field: str, n: int) -> type[BaseModel]:
 class ExemplarSet(BaseModel):
     """The exemplar generator's reply: one example answer per score."""
 
-    score_1: _capped(240) = Field(description="an answer that deserves score 1")  # type: ignore[valid-type]
-    score_2: _capped(240) = Field(description="an answer that deserves score 2")  # type: ignore[valid-type]
-    score_3: _capped(240) = Field(description="an answer that deserves score 3")  # type: ignore[valid-type]
-    score_4: _capped(240) = Field(description="an answer that deserves score 4")  # type: ignore[valid-type]
-    score_5: _capped(240) = Field(description="an answer that deserves score 5")  # type: ignore[valid-type]
+    score_1: capped_text(240) = Field(description="an answer that deserves score 1")  # type: ignore[valid-type]
+    score_2: capped_text(240) = Field(description="an answer that deserves score 2")  # type: ignore[valid-type]
+    score_3: capped_text(240) = Field(description="an answer that deserves score 3")  # type: ignore[valid-type]
+    score_4: capped_text(240) = Field(description="an answer that deserves score 4")  # type: ignore[valid-type]
+    score_5: capped_text(240) = Field(description="an answer that deserves score 5")  # type: ignore[valid-type]
 
     def by_score(self) -> dict[int, str]:
         return {i: getattr(self, f"score_{i}") for i in range(1, 6)}
@@ -178,7 +179,7 @@ class ExemplarSet(BaseModel):
 class JudgeReply(BaseModel):
     """A judge's reply: reasoning first, so the score follows from it."""
 
-    rationale: _capped(400) = Field(  # type: ignore[valid-type]
+    rationale: capped_text(400) = Field(  # type: ignore[valid-type]
         description="two or three sentences comparing the response with the rubric and examples"
     )
     score: int = Field(ge=1, le=5, description="the score")

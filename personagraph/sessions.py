@@ -73,7 +73,7 @@ from personagraph.judges.rubrics import load_rubric
 from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
-from personagraph.schemas import short_id, slug
+from personagraph.schemas import capped_text, short_id, slug
 from personagraph.store import RunStore
 
 DEFAULT_AGENT = "local:qwen2.5-coder-0.5b"
@@ -217,22 +217,18 @@ async def score_turn(
     return scores, rationales
 
 
-# maxLength/maxItems only shape the schema (llama.cpp turns them into its grammar, so a small model cannot
-# ramble until max_tokens cuts the JSON); validation stays lenient for providers that ignore them.
+# Caps in the schema only, as in personagraph.schemas (llama.cpp's grammar keeps a small judge short).
 class Contradiction(BaseModel):
     earlier_turn: int = Field(description="number of the earlier agent turn")
     later_turn: int = Field(description="number of the later agent turn that contradicts it")
-    description: str = Field(
-        description="what the agent said differently", json_schema_extra={"maxLength": 200}
-    )
+    description: capped_text(200) = Field(description="what the agent said differently")  # type: ignore[valid-type]
 
 
 class SessionJudgeReply(BaseModel):
     """The session judge's structured reply (rationale first, then the contradictions and the score)."""
 
-    rationale: str = Field(
-        description="two or three sentences on how consistently the persona was held",
-        json_schema_extra={"maxLength": 400},
+    rationale: capped_text(400) = Field(  # type: ignore[valid-type]
+        description="two or three sentences on how consistently the persona was held"
     )
     contradictions: list[Contradiction] = Field(
         description="pairs of agent turns that contradict each other (empty list if none)",
