@@ -7,8 +7,11 @@ Summaries and reports read this file only, so they can be rebuilt from any run d
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import queue
+import socket
 import sqlite3
 import threading
 import time
@@ -23,6 +26,7 @@ from pydantic import BaseModel
 from personagraph.errors import PersonagraphError
 
 STORE_FILE = "run.sqlite"
+LOCK_FILE = "run.lock"
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -89,6 +93,58 @@ except ImportError:  # pragma: no cover - orjson comes with langchain-core's lan
         return json.dumps(request, ensure_ascii=False)
 
 
+class RunLock:
+    """One writing process per run directory: an advisory lock on ``run.lock``, which names its holder.
+
+    Two processes on one run directory would both run every unfinished item, pay for the calls twice and
+    leave records that disagree with the response cache. The lock is an ``flock`` held as long as the
+    process has the directory open, so the kernel drops it when the process dies: a lock left by a crash
+    is recovered by the next run, whatever the file says. The file holds ``pid host`` for the error
+    message. Within one process the lock is shared (counted), so nested stores on one directory work.
+    """
+
+    _held: dict[Path, tuple[int, int]] = {}  # resolved lock path → (file descriptor, users)
+    _guard = threading.Lock()
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = (Path(run_dir) / LOCK_FILE).resolve()
+        self._released = False
+        with self._guard:
+            fd, users = self._held.get(self.path, (-1, 0))
+            if users == 0:
+                fd = self._acquire()
+            self._held[self.path] = (fd, users + 1)
+
+    def _acquire(self) -> int:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            os.close(fd)
+            who = f"process {holder[0]} on {holder[1]}" if len(holder) >= 2 else "another process"
+            raise PersonagraphError(
+                f"{self.path.parent}: in use by {who}; wait for it to finish or use another --run-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        return fd
+
+    def release(self) -> None:
+        """Lets go of the lock (idempotent); the last user in the process unlocks the file."""
+        with self._guard:
+            if self._released:
+                return
+            self._released = True
+            fd, users = self._held.pop(self.path)
+            if users > 1:
+                self._held[self.path] = (fd, users - 1)
+                return
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
 class RunStore:
     """A run directory's SQLite store; safe to share between the coroutines and threads of one process.
 
@@ -101,9 +157,13 @@ class RunStore:
             others after a flush); other connections see a row once its batch commits — within
             milliseconds, and always by :meth:`flush` or :meth:`close`. A row is finished when it is
             committed: a process killed between is simply missing it, never half-writes it.
+        lock: hold the run directory's :class:`RunLock` until :meth:`close` (writable stores only);
+            False for a helper process of the process that holds it (the Ray store actor).
     """
 
-    def __init__(self, run_dir: str | Path, *, readonly: bool = False, write_behind: bool = False) -> None:
+    def __init__(
+        self, run_dir: str | Path, *, readonly: bool = False, write_behind: bool = False, lock: bool = True
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / STORE_FILE
         if readonly and not self.path.is_file():
@@ -112,6 +172,18 @@ class RunStore:
             if self.run_dir.exists() and not self.run_dir.is_dir():
                 raise PersonagraphError(f"--run-dir {self.run_dir}: exists and is not a directory")
             self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
+        try:
+            self._open(readonly, write_behind)
+        except BaseException:
+            self._release_run_lock()
+            raise
+
+    def _release_run_lock(self) -> None:
+        if self._run_lock is not None:
+            self._run_lock.release()
+
+    def _open(self, readonly: bool, write_behind: bool) -> None:
         self._lock = threading.Lock()
         self._write_behind = write_behind and not readonly
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -198,6 +270,7 @@ class RunStore:
                 self._writer = None
             with self._lock:
                 self._db.close()
+            self._release_run_lock()
 
     # --- write-behind -----------------------------------------------------------------------------
     def _write(self, sql: str, args: tuple[Any, ...], call: CallRow | None = None) -> None:

@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,47 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(PersonagraphError, match="not a directory"):
         RunStore(target)
+
+
+def _hold_lock_in_child(run_dir: Path) -> "subprocess.Popen[str]":
+    code = (
+        "import sys; from personagraph.store import RunStore; s = RunStore(sys.argv[1]);"
+        " print('locked', flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+    return child
+
+
+def test_a_second_process_on_one_run_dir_is_refused(run_dir: Path) -> None:
+    child = _hold_lock_in_child(run_dir)
+    try:
+        with pytest.raises(PersonagraphError, match=rf"in use by process {child.pid} on \S+; wait"):
+            RunStore(run_dir)
+        assert RunStore(run_dir, readonly=True).kinds() == {}  # readers are never locked out
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    RunStore(run_dir).close()  # the holder finished: the lock is free
+
+
+def test_a_lock_left_by_a_killed_process_is_recovered(run_dir: Path) -> None:
+    child = _hold_lock_in_child(run_dir)
+    child.kill()
+    child.wait(10)
+    assert str(child.pid) in (run_dir / "run.lock").read_text()  # the crash left the file behind
+    store = RunStore(run_dir)
+    assert (run_dir / "run.lock").read_text().split()[0] == str(os.getpid())
+    store.close()
+
+
+def test_stores_of_one_process_share_the_lock(run_dir: Path) -> None:
+    outer = RunStore(run_dir)
+    inner = RunStore(run_dir)
+    inner.close()
+    inner.close()  # idempotent: does not release the outer store's share
+    child = subprocess.run([sys.executable, "-c", "import sys; from personagraph.store import RunStore;"
+                            " RunStore(sys.argv[1])", str(run_dir)], capture_output=True, text=True)
+    assert "in use by process" in child.stderr
+    outer.close()

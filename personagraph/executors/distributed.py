@@ -50,7 +50,7 @@ class StoreActor:
     """The run store, served to workers by one Ray actor on the driver's node (the one writer)."""
 
     def __init__(self, run_dir: str) -> None:
-        self.store = RunStore(run_dir)
+        self.store = RunStore(run_dir, lock=False)  # the driver holds the run lock
         self.stages: list[str] = []
 
     def get_call(self, key: str) -> tuple | None:
