@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from personagraph.models import openai_http
 from personagraph.models.factory import make_chat_model
+from personagraph.models.openai_http import TokenLogprobs, parse_logprobs
 from personagraph.models.retry import RetryPolicy, classify
 from personagraph.models.settings import ModelSettings
 from personagraph.models.spec import ModelSpec, parse_spec
@@ -33,12 +34,17 @@ Status = Literal["ok", "failed"]
 
 @dataclass
 class Completion:
-    """A free-text reply. ``text`` is what the model said ("" when it said nothing or failed)."""
+    """A free-text reply. ``text`` is what the model said ("" when it said nothing or failed).
+
+    ``logprobs``: one entry per generated token when the call asked for them (``top_logprobs=k``) and the
+    provider returns them; None otherwise.
+    """
 
     status: Status
     text: str = ""
     error: str | None = None
     cached: bool = False
+    logprobs: list[TokenLogprobs] | None = None
 
     @property
     def ok(self) -> bool:
@@ -47,13 +53,17 @@ class Completion:
 
 @dataclass
 class Structured(Generic[T]):
-    """A structured reply: ``value`` is the validated object, ``raw`` the model's text as received."""
+    """A structured reply: ``value`` is the validated object, ``raw`` the model's text as received.
+
+    ``logprobs`` are those of the tokens of ``raw`` (see :class:`Completion`).
+    """
 
     status: Status
     value: T | None = None
     raw: str = ""
     error: str | None = None
     cached: bool = False
+    logprobs: list[TokenLogprobs] | None = None
 
     @property
     def ok(self) -> bool:
@@ -193,7 +203,7 @@ class ModelClient:
         self.settings = settings
         self.store = store
         self.meter = meter or Meter()
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(max_retry_after_s=settings.max_retry_after_s)
         self._base_url = settings.base_url or ""
         if spec.provider == "local":
             self._concurrency = 1  # one inference at a time on the CPU
@@ -224,7 +234,7 @@ class ModelClient:
         return cls(parsed, role, make_chat_model(parsed, settings), settings, store=store, meter=meter)
 
     # --- the one path every call takes ----------------------------------------------------------
-    def _params(self, response_format: dict[str, Any] | None) -> dict[str, Any]:
+    def _params(self, response_format: dict[str, Any] | None, top_logprobs: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {
             "temperature": self.settings.temperature,
             "max_tokens": self.settings.max_tokens,
@@ -232,20 +242,26 @@ class ModelClient:
         }
         if response_format:
             params["response_format"] = response_format
+        if top_logprobs:  # only when asked: the cache keys of other calls stay as they were
+            params["logprobs"] = True
+            params["top_logprobs"] = top_logprobs
         return params
 
-    async def _call(self, messages: Messages, response_format: dict[str, Any] | None) -> Completion:
-        params = self._params(response_format)
+    async def _call(
+        self, messages: Messages, response_format: dict[str, Any] | None, top_logprobs: int | None = None
+    ) -> Completion:
+        params = self._params(response_format, top_logprobs)
         key = cache_key(str(self.spec), self._base_url, messages, params)
         if self.store is not None and (row := self.store.get_call(key)) is not None:
             self.meter._add(self.meter.cache_hits, self.role)
-            return Completion("ok", row.text, cached=True)
+            logprobs = parse_logprobs({"content": row.logprobs}) if top_logprobs else None
+            return Completion("ok", row.text, cached=True, logprobs=logprobs)
         last_error = "no attempt made"
         for attempt in range(self.retry.attempts):
             started = time.perf_counter()
             try:
                 async with _limiter(self._limit_key, self._base_url, self._concurrency):
-                    text, tokens_in, tokens_out = await self._send(messages, params, response_format)
+                    text, tokens_in, tokens_out, logprobs = await self._send(messages, params, response_format)
             except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
                 transient = classify(exc)
                 if transient is None:
@@ -259,34 +275,43 @@ class ModelClient:
             self.meter._add(self.meter.calls, self.role)
             self.meter._add(self.meter.input_tokens, self.role, tokens_in)
             self.meter._add(self.meter.output_tokens, self.role, tokens_out)
+            if not top_logprobs:
+                logprobs = None
             if self.store is not None:
                 self.store.put_call(
-                    CallRow(key, self.role, str(self.spec), text, tokens_in, tokens_out, latency),
+                    CallRow(key, self.role, str(self.spec), text, tokens_in, tokens_out, latency,
+                            _logprob_rows(logprobs)),
                     {"messages": messages, "params": params},
                 )
-            return Completion("ok", text)
+            return Completion("ok", text, logprobs=logprobs)
         self.meter._add(self.meter.failures, self.role)
         return Completion("failed", error=f"gave up after {self.retry.attempts} attempts: {last_error}")
 
     async def _send(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
-    ) -> tuple[str, int, int]:
-        """One attempt at the provider: (text, input tokens, output tokens); errors propagate."""
+    ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
+        """One attempt at the provider: (text, input tokens, output tokens, logprobs); errors propagate."""
         if self._http is not None:
             body = {"model": self.spec.name, "messages": messages, **params}
             reply = await openai_http.chat_completion(*self._http, body, timeout_s=self.settings.timeout_s)
-            return reply.text, reply.input_tokens, reply.output_tokens
-        kwargs = {"response_format": response_format} if response_format else {}
+            return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs
+        kwargs: dict[str, Any] = {"response_format": response_format} if response_format else {}
+        if params.get("top_logprobs"):  # LangChain models put them in response_metadata["logprobs"], if at all
+            kwargs.update(logprobs=True, top_logprobs=params["top_logprobs"])
         timeout = None if self.spec.provider == "local" else self.settings.timeout_s
         result = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), timeout)
         text = result.content if isinstance(result.content, str) else str(result.content)
         usage = result.usage_metadata or {}
-        return text, usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+        logprobs = parse_logprobs(result.response_metadata.get("logprobs"))
+        return text, usage.get("input_tokens", 0), usage.get("output_tokens", 0), logprobs
 
     # --- public API -----------------------------------------------------------------------------
-    async def complete(self, messages: Messages) -> Completion:
-        """A free-text reply. An empty reply is ``ok`` with ``text == ""``: callers decide what it means."""
-        return await self._call(messages, None)
+    async def complete(self, messages: Messages, *, top_logprobs: int | None = None) -> Completion:
+        """A free-text reply. An empty reply is ``ok`` with ``text == ""``: callers decide what it means.
+
+        ``top_logprobs=k`` asks for each generated token's k most likely alternatives (``logprobs``).
+        """
+        return await self._call(messages, None, top_logprobs)
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
         mode = self.settings.structured
@@ -300,19 +325,25 @@ class ModelClient:
             return {"type": "json_object", "schema": json_schema}
         return None
 
-    async def structured(self, messages: Messages, schema: type[T]) -> Structured[T]:
-        """A reply validated against ``schema``; one retry with a format reminder, then ``failed``."""
+    async def structured(
+        self, messages: Messages, schema: type[T], *, top_logprobs: int | None = None
+    ) -> Structured[T]:
+        """A reply validated against ``schema``; one retry with a format reminder, then ``failed``.
+
+        ``top_logprobs=k``: as in :meth:`complete`, for the reply that validated.
+        """
         prompt = [dict(m) for m in messages]
         prompt[-1]["content"] = f"{prompt[-1]['content']}\n\n{format_instructions(schema)}"
         response_format = self._response_format(schema)
-        reply = await self._call(prompt, response_format)
+        reply = await self._call(prompt, response_format, top_logprobs)
         cached = reply.cached
         if not reply.ok:
             return Structured("failed", error=reply.error)
         error = ""
         for attempt in range(2):
             try:
-                return Structured("ok", schema.model_validate(extract_json(reply.text)), reply.text, cached=cached)
+                value = schema.model_validate(extract_json(reply.text))
+                return Structured("ok", value, reply.text, cached=cached, logprobs=reply.logprobs)
             except (ValueError, ValidationError) as exc:
                 error = _short_error(exc)
             if attempt == 0:
@@ -321,12 +352,20 @@ class ModelClient:
                     {"role": "user", "content": f"That reply was not valid ({error}). "
                                                 f"{format_instructions(schema)}"},
                 ]
-                reply = await self._call(retry_prompt, response_format)
+                reply = await self._call(retry_prompt, response_format, top_logprobs)
                 cached = cached and reply.cached
                 if not reply.ok:
                     return Structured("failed", raw="", error=reply.error)
         self.meter._add(self.meter.failures, self.role)
         return Structured("failed", raw=reply.text, error=f"invalid structured output: {error}", cached=cached)
+
+
+def _logprob_rows(logprobs: list[TokenLogprobs] | None) -> list[dict[str, Any]] | None:
+    """Logprobs as stored with a call: OpenAI's ``logprobs.content`` format, read back by ``parse_logprobs``."""
+    if logprobs is None:
+        return None
+    return [{"token": t.token, "logprob": t.logprob,
+             "top_logprobs": [{"token": alt, "logprob": lp} for alt, lp in t.top]} for t in logprobs]
 
 
 def _short_error(exc: Exception) -> str:

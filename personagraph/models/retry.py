@@ -17,15 +17,22 @@ class TransientModelError(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter; a server's Retry-After is honoured when longer."""
+    """Exponential backoff with full jitter; a server's Retry-After is honoured when longer, up to a cap.
+
+    The cap (``max_retry_after_s``, default 60 s) keeps a server that answers ``Retry-After: 86400`` (or
+    garbage such as a negative number) from parking a run: past it, the call waits the cap and tries again.
+    """
 
     attempts: int = 6
     base_s: float = 0.5
     max_s: float = 30.0
+    max_retry_after_s: float = 60.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         backoff = random.uniform(0, min(self.max_s, self.base_s * 2**attempt))
-        return max(backoff, retry_after or 0.0)
+        asked = retry_after if retry_after is not None and retry_after > 0 else 0.0  # NaN, negative: none
+        asked = min(asked, self.max_retry_after_s)
+        return max(backoff, asked)
 
 
 def _retry_after(headers: object) -> float | None:
