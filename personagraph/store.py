@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS calls (
   input_tokens INTEGER NOT NULL DEFAULT 0,
   output_tokens INTEGER NOT NULL DEFAULT 0,
   latency_s REAL NOT NULL DEFAULT 0,
-  created REAL NOT NULL
+  created REAL NOT NULL,
+  logprobs TEXT
 );
 CREATE TABLE IF NOT EXISTS records (
   kind TEXT NOT NULL,
@@ -65,6 +66,7 @@ class CallRow:
     input_tokens: int
     output_tokens: int
     latency_s: float
+    logprobs: list[dict[str, Any]] | None = None  # OpenAI's logprobs.content, when the call asked for them
 
 
 def _version(value: str) -> int | None:
@@ -200,6 +202,7 @@ class RunStore:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
                 self._db.executescript(_SCHEMA)
+                self._add_logprobs_column()
             else:
                 self._db.execute("SELECT count(*) FROM records").fetchone()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
@@ -247,6 +250,12 @@ class RunStore:
         self._db.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),)
         )
+
+    def _add_logprobs_column(self) -> None:
+        """Stores written before calls kept log-probabilities get the (nullable) column on first write."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
+        if "logprobs" not in columns:
+            self._db.execute("ALTER TABLE calls ADD COLUMN logprobs TEXT")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -361,18 +370,22 @@ class RunStore:
             return pending
         with self._lock:
             row = self._db.execute(
-                "SELECT key, role, model, text, input_tokens, output_tokens, latency_s FROM calls WHERE key=?",
+                "SELECT key, role, model, text, input_tokens, output_tokens, latency_s, logprobs FROM calls"
+                " WHERE key=?",
                 (key,),
             ).fetchone()
-        return CallRow(*row) if row else None
+        if row is None:
+            return None
+        return CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None)
 
     def put_call(self, row: CallRow, request: dict[str, Any]) -> None:
         """Records a finished call; the first result for a key wins."""
         self._write(
             "INSERT OR IGNORE INTO calls(key, role, model, request, text, input_tokens, output_tokens,"
-            " latency_s, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " latency_s, created, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.key, row.role, row.model, _dump_request(request), row.text, row.input_tokens,
-             row.output_tokens, row.latency_s, time.time()),
+             row.output_tokens, row.latency_s, time.time(),
+             _dump_request(row.logprobs) if row.logprobs is not None else None),
             row,
         )
 

@@ -43,10 +43,39 @@ class PermanentModelError(Exception):
 
 
 @dataclass(frozen=True)
+class TokenLogprobs:
+    """One generated token with its log-probability and the top alternatives at that position."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]  # (token, logprob), most likely first; includes ``token`` when in the top k
+
+
+def parse_logprobs(data: Any) -> list[TokenLogprobs] | None:
+    """Reads OpenAI's ``choices[0].logprobs`` (``{"content": [{token, logprob, top_logprobs}, …]}``).
+
+    vLLM and llama.cpp's server answer in the same format. Anything else (absent, null, malformed —
+    the reply is untrusted) is None: logprobs are optional, never a reason to fail a call.
+    """
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    tokens = []
+    try:
+        for entry in content:
+            top = tuple((str(alt["token"]), float(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
+            tokens.append(TokenLogprobs(str(entry["token"]), float(entry["logprob"]), top))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return tokens
+
+
+@dataclass(frozen=True)
 class ChatReply:
     text: str
     input_tokens: int
     output_tokens: int
+    logprobs: list[TokenLogprobs] | None = None
 
 
 _sessions: dict[tuple[int, str, str], Any] = {}
@@ -113,7 +142,7 @@ def _message(payload: bytes) -> str:
 async def chat_completion(
     base_url: str, api_key: str, body: dict[str, Any], *, timeout_s: float | None
 ) -> ChatReply:
-    """POSTs ``body`` to ``{base_url}/chat/completions``.
+    """POSTs ``body`` to ``{base_url}/chat/completions``; the reply carries the logprobs the body asked for.
 
     Raises:
         TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections, a
@@ -142,11 +171,13 @@ async def chat_completion(
         raise PermanentModelError(f"HTTP {status}: {_message(payload)}")
     try:
         data = _decode(payload)
-        message = data["choices"][0]["message"]
+        choice = data["choices"][0]
+        message = choice["message"]
         content = message.get("content") or ""
         usage = data.get("usage") or {}
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise TransientModelError(f"HTTP {status}: the reply is not a chat completion") from exc
     if not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
-    return ChatReply(content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    return ChatReply(content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                     parse_logprobs(choice.get("logprobs")))

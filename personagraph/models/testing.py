@@ -8,6 +8,10 @@ scripts with :func:`register_script`.
 Behaviours: ``test:refuser`` breaks persona, ``test:empty`` says nothing, ``test:broken`` returns
 unparsable structured output, ``test:flaky`` fails every first attempt, ``test:down`` always fails,
 ``test:slow…`` answers after a delay; any other name answers normally.
+
+Asked for ``top_logprobs=k``, every model returns deterministic log-probabilities in OpenAI's format: a
+digit token is the most likely of a peaked distribution over its neighbouring digits (so a judge's
+expected score sits near its integer score), any other token gets a hash-drawn probability.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import random
 import re
 from collections.abc import Callable
@@ -121,6 +126,30 @@ def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, 
     return _free_text(messages, rng)
 
 
+_TOKEN = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")  # digits one by one, as Qwen/Llama tokenize them
+_DIGIT_SPREAD = {0: 0.6, 1: 0.15, 2: 0.05}  # P(chosen digit ± distance)
+
+
+def token_logprobs(text: str, top_logprobs: int) -> list[dict[str, Any]]:
+    """Deterministic, plausible per-token logprobs of ``text`` (OpenAI's ``logprobs.content`` format)."""
+    rng = random.Random(int(hashlib.sha256(text.encode()).hexdigest()[:16], 16))
+    content = []
+    for token in _TOKEN.findall(text):
+        stripped = token.strip()
+        if stripped.isdigit():
+            value, prefix = int(stripped), token[: len(token) - 1]
+            options = [(f"{prefix}{other}", p) for d, p in _DIGIT_SPREAD.items()
+                       for other in sorted({value - d, value + d}) if 0 <= other <= 9]
+        else:
+            p = rng.uniform(0.5, 0.99)
+            options = [(token, p)] + [(f"{token}~{i}", (1 - p) / 2 ** (i + 1)) for i in range(top_logprobs)]
+        options.sort(key=lambda option: -option[1])
+        top = [{"token": t, "logprob": math.log(p)} for t, p in options[:top_logprobs]]
+        chosen = next(p for t, p in options if t == token)
+        content.append({"token": token, "logprob": math.log(chosen), "top_logprobs": top})
+    return content
+
+
 class ScriptedChatModel(BaseChatModel):
     """A LangChain chat model that answers with :func:`reply` (``test:<name>`` specs)."""
 
@@ -140,6 +169,8 @@ class ScriptedChatModel(BaseChatModel):
         plain = convert_to_openai_messages(messages)
         text = reply(self.model_name, plain, kwargs.get("response_format"))
         tokens_in = sum(len(str(m.get("content", "")).split()) for m in plain)
+        top_logprobs = kwargs.get("top_logprobs")
+        metadata = {"logprobs": {"content": token_logprobs(text, top_logprobs)}} if top_logprobs else {}
         message = AIMessage(
             content=text,
             usage_metadata={
@@ -147,6 +178,7 @@ class ScriptedChatModel(BaseChatModel):
                 "output_tokens": len(text.split()),
                 "total_tokens": tokens_in + len(text.split()),
             },
+            response_metadata=metadata,
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 

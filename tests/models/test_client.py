@@ -166,3 +166,22 @@ async def test_meter_counts_tokens_per_role() -> None:
     roles = meter.as_dict()
     assert roles["question_gen"]["calls"] == 1 and roles["judge"]["calls"] == 1
     assert roles["judge"]["input_tokens"] > 0 and roles["judge"]["output_tokens"] > 0
+
+
+async def test_logprobs_are_returned_cached_and_part_of_the_key(run_dir) -> None:
+    store = RunStore(run_dir)
+    client = ModelClient.create("test:any", "judge", store=store)
+    plain = await client.structured(MESSAGES, JudgeReply)
+    asked = await client.structured(MESSAGES, JudgeReply, top_logprobs=3)
+    assert plain.logprobs is None and not asked.cached  # a different cache key: sent, not a cache hit
+    assert asked.logprobs is not None and "".join(t.token for t in asked.logprobs) == asked.raw
+    assert all(len(t.top) == 3 and t.top[0][1] >= t.top[-1][1] for t in asked.logprobs)
+    again = await ModelClient.create("test:any", "judge", store=RunStore(run_dir)).structured(
+        MESSAGES, JudgeReply, top_logprobs=3
+    )
+    assert again.cached and again.logprobs == asked.logprobs
+
+
+async def test_providers_without_logprobs_give_none() -> None:
+    reply = await client_over(FailingModel(errors=[])).complete(MESSAGES, top_logprobs=5)
+    assert reply.ok and reply.text == "fine" and reply.logprobs is None
