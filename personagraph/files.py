@@ -3,8 +3,11 @@
 Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming the file (and line):
 
 * ``{path}: no such file`` / ``{path}: is a directory`` / ``{path}: cannot read ({reason})``
+* ``{path}: not a regular file ({kind})`` — a FIFO, device or socket would hang or never end
+* ``{path}: too large ({n} MB; the limit is {limit} MB)`` — see :data:`MAX_INPUT_BYTES`
 * ``{path}: not UTF-8 text (byte {n})`` — ``n`` is the 0-based byte offset in the file
-* ``{path}:{line}: invalid JSON ({reason})``
+* ``{path}:{line}: invalid JSON ({reason})`` — also for nesting deeper than :data:`MAX_JSON_DEPTH`
+* ``{path}:{line}: not valid Unicode (unpaired surrogate \\udXXX)`` — a ``\\ud800`` escape alone
 * ``{path}:{line}: expected a JSON object, got {type}`` (``array``, ``string``, ``number``, ...)
 * ``{path}: empty file (no records)``
 
@@ -15,6 +18,9 @@ mark is dropped; blank lines are skipped.
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -23,16 +29,94 @@ from personagraph.errors import PersonagraphError
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 
+MAX_INPUT_BYTES = 512 * 2**20
+"""Largest input file read (512 MiB): parsed JSON takes several times its size in memory."""
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays/objects accepted in one JSON value; no input format needs more than a few."""
+_OPENERS = re.compile(r'"(?:\\.|[^"\\])*"|([\[{])|([\]}])')
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SPECIAL = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+            stat.S_ISSOCK: "a socket"}
+
+
+def check_input_file(path: str | Path) -> Path:
+    """Refuses what cannot be read as an input file, before opening it (opening a FIFO blocks).
+
+    Raises:
+        PersonagraphError: missing, a directory, a FIFO/device/socket, larger than :data:`MAX_INPUT_BYTES`.
+    """
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise PersonagraphError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise PersonagraphError(f"{path}: is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _SPECIAL.items() if test(info.st_mode)), "special file")
+        raise PersonagraphError(f"{path}: not a regular file ({kind}); save the input to a file first")
+    if info.st_size > MAX_INPUT_BYTES:
+        raise PersonagraphError(
+            f"{path}: too large ({info.st_size / 2**20:.0f} MB; the limit is {MAX_INPUT_BYTES // 2**20} MB)"
+        )
+    return path
+
 
 def _open(path: Path) -> IO[bytes]:
-    if path.is_dir():
-        raise PersonagraphError(f"{path}: is a directory")
+    check_input_file(path)
     try:
         return path.open("rb")
     except FileNotFoundError:
         raise PersonagraphError(f"{path}: no such file") from None
     except OSError as exc:
         raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting outside strings (a linear scan: json.loads would recurse first)."""
+    depth = deepest = 0
+    for match in _OPENERS.finditer(text):
+        if match.group(1):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif match.group(2):
+            depth -= 1
+    return deepest
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first unpaired surrogate in any string of a parsed JSON value (they cannot be encoded)."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return f"\\u{ord(found.group()):04x}" if found else None
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list):
+        return next((s for item in value if (s := _lone_surrogate(item))), None)
+    return None
+
+
+def parse_json(text: str, path: str | Path, *, line: int | None = None) -> Any:
+    """``json.loads`` for input text, with one-line errors naming ``path`` (and ``line`` of a JSONL file).
+
+    Refuses, beside invalid JSON, nesting deeper than :data:`MAX_JSON_DEPTH` (a RecursionError otherwise)
+    and strings holding an unpaired surrogate such as ``"\\ud800"`` (not encodable, so not storable).
+    """
+    where = f"{path}:{line}" if line is not None else str(path)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(text) > MAX_JSON_DEPTH:
+        raise PersonagraphError(f"{where}: invalid JSON (nested deeper than {MAX_JSON_DEPTH} levels)")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f" at line {exc.lineno}" if line is None else ""
+        raise PersonagraphError(f"{where}: invalid JSON{at} ({exc.msg})") from None
+    except RecursionError:
+        raise PersonagraphError(f"{where}: invalid JSON (nested too deeply)") from None
+    if "\\u" in text and (surrogate := _lone_surrogate(value)):
+        raise PersonagraphError(f"{where}: not valid Unicode (unpaired surrogate {surrogate})")
+    return value
 
 
 def _not_utf8(path: Path, offset: int) -> PersonagraphError:
@@ -48,9 +132,11 @@ def read_text(path: str | Path) -> str:
     path = Path(path)
     with _open(path) as handle:
         try:
-            data = handle.read()
+            data = handle.read(MAX_INPUT_BYTES + 1)
         except OSError as exc:
             raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_INPUT_BYTES:  # grew since it was checked
+        raise PersonagraphError(f"{path}: too large (the limit is {MAX_INPUT_BYTES // 2**20} MB)")
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -77,10 +163,7 @@ def _records(lines: Iterable[tuple[int, str]], path: Path, objects: bool) -> Ite
     for number, line in lines:
         if not line.strip():
             continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+        value = parse_json(line, path, line=number)
         if objects and not isinstance(value, dict):
             kind = "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
             raise PersonagraphError(f"{path}:{number}: expected a JSON object, got {kind}")
@@ -99,6 +182,15 @@ def iter_jsonl(path: str | Path, *, objects: bool = False) -> Iterator[tuple[int
     """
     path = Path(path)
     return _records(_file_lines(path), path, objects)
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole-file JSON value (UTF-8, byte-order mark dropped), checked as :func:`parse_json` does.
+
+    Raises:
+        PersonagraphError: as :func:`read_text`, and for invalid JSON (``{path}: invalid JSON (...)``).
+    """
+    return parse_json(read_text(path), path)
 
 
 def read_jsonl(

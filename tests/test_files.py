@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 from personagraph.errors import PersonagraphError
-from personagraph.files import iter_jsonl, read_jsonl, read_text
+from personagraph import files
+from personagraph.files import iter_jsonl, read_json, read_jsonl, read_text
 
 
 def _error(call, *args, **kwargs) -> str:
@@ -121,3 +124,52 @@ def test_iter_jsonl_streams(tmp_path: Path) -> None:
     assert next(rows) == (1, {"a": 1})  # the good line arrives before the bad one is read
     with pytest.raises(PersonagraphError, match=re.escape(f"{path}:2: invalid JSON")):
         next(rows)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for reader in READERS:
+        assert _error(reader, fifo) == f"{fifo}: not a regular file (a FIFO); save the input to a file first"
+
+
+def test_a_device_is_refused() -> None:
+    assert _error(read_text, "/dev/zero") == "/dev/zero: not a regular file (a character device); save the input to a file first"
+
+
+def test_a_file_over_the_size_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"a": 1}\n' * 300)
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 2**20)
+    assert read_jsonl(path)[0] == (1, {"a": 1})
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 100)
+    for reader in READERS:
+        assert _error(reader, path) == f"{path}: too large (0 MB; the limit is 0 MB)"
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+def test_deep_nesting_is_invalid_json(tmp_path: Path, depth: int) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * depth + "]" * depth + "\n")
+    assert _error(read_jsonl, path) == f"{path}:1: invalid JSON (nested deeper than 100 levels)"
+    assert _error(read_json, path) == f"{path}: invalid JSON (nested deeper than 100 levels)"
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None:
+    path = tmp_path / "brackets.jsonl"
+    path.write_text(json.dumps({"text": "[" * 500 + '\\"{' * 200}) + "\n")
+    assert read_jsonl(path)[0][1]["text"].startswith("[[[")
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udc80", "x\\ude00y"])
+def test_a_lone_surrogate_is_refused(tmp_path: Path, escape: str) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"ok": "fine"}\n{"q": ["' + escape + '"]}\n')
+    assert re.fullmatch(rf"{re.escape(str(path))}:2: not valid Unicode \(unpaired surrogate \\ud[89a-f]\w\w\)",
+                        _error(read_jsonl, path))
+
+
+def test_a_surrogate_pair_is_an_ordinary_character(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"q": "\\ud83d\\ude00"}\n')
+    assert read_jsonl(path) == [(1, {"q": "😀"})]

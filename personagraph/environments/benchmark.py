@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_json
 from personagraph.personas import MAX_PERSONA_CHARS
 from personagraph.schemas import Persona
 
@@ -26,18 +26,12 @@ def load_benchmark(directory: str | Path) -> list[tuple[Persona, dict[str, list[
     if not files:
         raise PersonagraphError(f"--benchmark {directory}: no .json files")
     out = []
+    seen: dict[str, Path] = {}
     for path in files:
         description = path.name[: -len(".json")]
         if not description.strip() or len(description) > MAX_PERSONA_CHARS:
             raise PersonagraphError(f"{path}: the file name must be the persona description")
-        try:
-            data = json.loads(path.read_bytes().decode("utf-8-sig"))
-        except UnicodeDecodeError:
-            raise PersonagraphError(f"{path}: not UTF-8 text") from None
-        except json.JSONDecodeError as exc:
-            raise PersonagraphError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
-        except OSError as exc:
-            raise PersonagraphError(f"{path}: cannot read ({exc.strerror})") from None
+        data = read_json(path)
         if not isinstance(data, dict) or not data:
             raise PersonagraphError(f"{path}: expected an object mapping task names to lists of questions")
         questions: dict[str, list[str]] = {}
@@ -45,8 +39,14 @@ def load_benchmark(directory: str | Path) -> list[tuple[Persona, dict[str, list[
             task = task_by_name(str(name))
             if task is None:
                 raise PersonagraphError(f"{path}: unknown task {name!r}")
-            if not isinstance(items, list) or not all(isinstance(q, str) and q.strip() for q in items):
-                raise PersonagraphError(f"{path}: task {name!r} must map to a list of non-empty strings")
+            if not isinstance(items, list) or not items or not all(isinstance(q, str) and q.strip() for q in items):
+                raise PersonagraphError(f"{path}: task {name!r} must map to a non-empty list of non-empty strings")
             questions.setdefault(task.name, []).extend(" ".join(q.split()) for q in items)
-        out.append((Persona(description=description), questions))
+        persona = Persona(description=description)
+        if persona.id in seen:
+            raise PersonagraphError(
+                f"{path}: the same persona as {seen[persona.id].name} (names equal once spaces are normalised)"
+            )
+        seen[persona.id] = path
+        out.append((persona, questions))
     return out

@@ -22,7 +22,7 @@ def test_loader_matches_task_names_case_insensitively_with_toxicity_alias(tmp_pa
     ("content", "message"),
     [
         ("{not json", "invalid JSON at line 1"),
-        ('{"Expected Action": "one question"}', "must map to a list of non-empty strings"),
+        ('{"Expected Action": "one question"}', "must map to a non-empty list of non-empty strings"),
         ('{"Cooking": ["x"]}', "unknown task 'Cooking'"),
         ("[]", "expected an object"),
     ],
