@@ -23,7 +23,8 @@ PACKAGED_MINILM = "all-MiniLM-L6-v2"
 MODEL_PATH_ENV = "PERSONAGRAPH_EMBEDDING_MODEL"
 CACHE_SIZE = 20000  # texts kept per process: a dialogue's earlier turns are embedded once, not every turn
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # the encoder and cache dicts
+_encode_lock = threading.Lock()  # one encode at a time: a fast tokenizer used by two threads raises "Already borrowed"
 _encoders: dict[str, Any] = {}
 _cache: dict[tuple[str, str], np.ndarray] = {}
 
@@ -108,13 +109,14 @@ def encode(texts: list[str], *, model_path: str | None = None, batch_size: int =
     missing = [t for t in unique if t not in found]
     if missing:
         encoder = load_encoder(path)
-        vectors = encoder.encode(
-            missing,
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-            convert_to_numpy=True,
-        )
+        with _encode_lock:
+            vectors = encoder.encode(
+                missing,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
         fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
         found.update(fresh)
         with _lock:

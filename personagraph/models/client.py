@@ -20,11 +20,13 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel, ValidationError
 
 from personagraph.models import openai_http
+from personagraph.models.engine import EngineFailed, engine_for
 from personagraph.models.factory import make_chat_model
 from personagraph.models.openai_http import TokenLogprobs, parse_logprobs
 from personagraph.models.retry import RetryPolicy, classify
 from personagraph.models.settings import ModelSettings
 from personagraph.models.spec import ModelSpec, parse_spec
+from personagraph.redact import redact_text, register_secret
 from personagraph.store import CallRow, RunStore
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,8 +34,19 @@ Messages = list[dict[str, str]]
 Status = Literal["ok", "failed"]
 
 
+class _ScrubbedError:
+    """A reply whose ``error`` is scrubbed of credentials (a 401 body may echo the API key) on creation,
+    before anything stores or prints it."""
+
+    error: str | None
+
+    def __post_init__(self) -> None:
+        if self.error:
+            self.error = redact_text(self.error)
+
+
 @dataclass
-class Completion:
+class Completion(_ScrubbedError):
     """A free-text reply. ``text`` is what the model said ("" when it said nothing or failed).
 
     ``logprobs``: one entry per generated token when the call asked for them (``top_logprobs=k``) and the
@@ -52,7 +65,7 @@ class Completion:
 
 
 @dataclass
-class Structured(Generic[T]):
+class Structured(_ScrubbedError, Generic[T]):
     """A structured reply: ``value`` is the validated object, ``raw`` the model's text as received.
 
     ``logprobs`` are those of the tokens of ``raw`` (see :class:`Completion`).
@@ -204,11 +217,11 @@ class ModelClient:
         self.store = store
         self.meter = meter or Meter()
         self.retry = retry or RetryPolicy(max_retry_after_s=settings.max_retry_after_s)
+        register_secret(settings.api_key.get_secret_value() if settings.api_key else None)
         self._base_url = settings.base_url or ""
-        if spec.provider == "local":
-            self._concurrency = 1  # one inference at a time on the CPU
-        else:
-            self._concurrency = settings.concurrency
+        # local: specs go to their model's llama.cpp server (models/engine.py), as many at once as it has slots
+        self._engine = engine_for(spec.name) if spec.provider == "local" else None
+        self._concurrency = self._engine.slots if self._engine is not None else settings.concurrency
         # openai: specs go over a lean HTTP path (see openai_http) with the endpoint the factory resolved.
         self._http: tuple[str, str] | None = None
         if spec.provider == "openai" and hasattr(chat_model, "openai_api_base"):
@@ -262,6 +275,8 @@ class ModelClient:
             try:
                 async with _limiter(self._limit_key, self._base_url, self._concurrency):
                     text, tokens_in, tokens_out, logprobs = await self._send(messages, params, response_format)
+            except EngineFailed:  # an embedded engine died twice: the run stops with its one line
+                raise
             except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
                 transient = classify(exc)
                 if transient is None:
@@ -291,15 +306,17 @@ class ModelClient:
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
     ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
         """One attempt at the provider: (text, input tokens, output tokens, logprobs); errors propagate."""
-        if self._http is not None:
+        endpoint = (await self._engine.base_url(), "") if self._engine is not None else self._http
+        if endpoint is not None:
             body = {"model": self.spec.name, "messages": messages, **params}
-            reply = await openai_http.chat_completion(*self._http, body, timeout_s=self.settings.timeout_s)
+            # local: no timeout: a dead engine drops the connection at once, a busy one is only slow
+            timeout = None if self._engine is not None else self.settings.timeout_s
+            reply = await openai_http.chat_completion(*endpoint, body, timeout_s=timeout)
             return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs
         kwargs: dict[str, Any] = {"response_format": response_format} if response_format else {}
         if params.get("top_logprobs"):  # LangChain models put them in response_metadata["logprobs"], if at all
             kwargs.update(logprobs=True, top_logprobs=params["top_logprobs"])
-        timeout = None if self.spec.provider == "local" else self.settings.timeout_s
-        result = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), timeout)
+        result = await asyncio.wait_for(self.chat_model.ainvoke(messages, **kwargs), self.settings.timeout_s)
         text = result.content if isinstance(result.content, str) else str(result.content)
         usage = result.usage_metadata or {}
         logprobs = parse_logprobs(result.response_metadata.get("logprobs"))

@@ -23,7 +23,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
 from personagraph.report.load import Run, load_runs
-from personagraph.report.redact import redact_text
+from personagraph.redact import redact_text
 from personagraph.report.tables import Column, Table, fmt, headline_tables
 from personagraph.report.view import usage_table
 from personagraph.schemas import TASK_NAMES

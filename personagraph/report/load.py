@@ -2,7 +2,7 @@
 
 Everything is read once, read-only, and checked: a path that is not a run directory, an unreadable store or
 an unparsable ``summary.json`` is a one-line :class:`PersonagraphError`. Eval scores are rebuilt from the
-store (``evaluate.build_summary``), so a run that was interrupted still reports what it finished.
+store (``runs.eval.build_summary``), so a run that was interrupted still reports what it finished.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.report.redact import scrub
+from personagraph.redact import scrub
 from personagraph.store import STORE_FILE, RunStore
 
 EVAL_KINDS = ("eval",)
@@ -142,17 +142,15 @@ def load_run(run_dir: str | Path, *, name: str | None = None) -> Run:
 
 def _eval_scores(store: RunStore, summary: dict[str, Any]) -> dict[str, Any]:
     """The score part of an eval summary, rebuilt from the store; ``summary.json``'s when that fails."""
-    from personagraph.evaluate import RunConfig, build_summary
-
     config = store.get_meta("config")
     if not isinstance(config, dict):
         return {}
     try:
-        RunConfig.model_validate(config)
+        EvalConfig.model_validate(config)
     except ValueError:
         return {}
     try:
-        return build_summary(store)
+        return build_summary(store).model_dump(mode="json", exclude=set(Summary.model_fields))
     except (ValueError, KeyError, TypeError) as exc:
         raise PersonagraphError(
             f"{store.path}: stored eval records do not parse ({exc.__class__.__name__}: {str(exc).splitlines()[0]})"

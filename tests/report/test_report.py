@@ -13,7 +13,7 @@ from report_helpers import IMG, PERSONAS, PLANTED_ENV_KEY, PLANTED_FLAG_KEY, SCR
 from personagraph.errors import PersonagraphError
 from personagraph.report import build_report, load_run, load_runs, write_report
 from personagraph.report.cost import cost_of, price_of
-from personagraph.report.redact import REDACTED, redact_text, scrub
+from personagraph.redact import REDACTED, redact_text, scrub
 from personagraph.schemas import TASK_NAMES
 
 

@@ -1,7 +1,9 @@
-"""Keeping secrets out of reports: config keys that name a secret, credentials in URLs, key-like strings.
+"""Keeping secrets out of everything stored or printed: secret-named keys, URL credentials, key-like strings.
 
-Run stores never hold API keys (the model layer does not write them); this is the second line of defence
-for whatever a report or an export prints.
+The one scrubber: the model layer passes every error it makes through :func:`redact_text` (a 401 body
+may echo the API key), the CLI scrubs every line it prints, reports scrub what they render. Secrets are
+found by shape (``sk-…``, ``Bearer …``, ``user:pw@`` in URLs), as the values of secret-named environment
+variables, and as values this process was handed (:func:`register_secret`, e.g. ``--api-key``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ _SECRET_NAME = re.compile(
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@", re.IGNORECASE)
 _KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-proj-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._-]{16,})")
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_registered: set[str] = set()
+MIN_SECRET_CHARS = 8  # shorter values (e.g. "none", "x") would redact ordinary words
 
 
 def is_secret_name(name: str) -> bool:
@@ -40,13 +44,19 @@ def scrub(value: Any) -> Any:
     return value
 
 
+def register_secret(value: str | None) -> None:
+    """Remembers a secret this process was given (an API key from a flag) so that it is redacted too."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        _registered.add(value)
+
+
 def _env_secrets() -> list[str]:
     return [value for name, value in os.environ.items() if _SECRET_ENV.search(name) and len(value) >= 12]
 
 
 def redact_text(text: str, extra: list[str] | tuple[str, ...] = ()) -> str:
-    """Removes key-like strings, URL credentials and the values of secret environment variables."""
-    for secret in [*_env_secrets(), *extra]:
+    """Removes key-like strings, URL credentials, secret environment variables' and registered values."""
+    for secret in sorted({*_env_secrets(), *_registered, *extra}, key=len, reverse=True):
         if secret and secret in text:
             text = text.replace(secret, REDACTED)
     text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
