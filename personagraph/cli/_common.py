@@ -15,6 +15,7 @@ from rich.text import Text
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelSettings
+from personagraph.redact import redact_text
 
 T = TypeVar("T")
 console = Console(highlight=False)
@@ -33,7 +34,7 @@ state = _State()
 def fail(message: str) -> typer.Exit:
     """Prints one error line and returns the exit to raise (code 2)."""
     line = Text("error: ", style="bold red")
-    line.append(" ".join(message.split()))  # plain text: paths and model output may contain [markup]
+    line.append(redact_text(" ".join(message.split())))  # plain text: paths and model output may contain [markup]
     err_console.print(line, soft_wrap=True)
     return typer.Exit(code=2)
 
@@ -60,8 +61,8 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     except Exception as exc:  # a bug, not bad input: one line unless --verbose asks for the traceback
         if state.verbose:
             raise
-        err_console.print(Text(f"internal error: {type(exc).__name__}: {exc} (run with --verbose for the "
-                               "traceback and report it)", style="bold red"), soft_wrap=True)
+        err_console.print(Text(redact_text(f"internal error: {type(exc).__name__}: {exc} (run with --verbose for "
+                                           "the traceback and report it)"), style="bold red"), soft_wrap=True)
         raise typer.Exit(code=1) from None
 
 
@@ -83,7 +84,7 @@ def model_settings(base_url: str | None, api_key: str | None, **fields: Any) -> 
 def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:
     """The progress display every long command shows: label, bar, done/total, elapsed (off with --quiet)."""
     return Progress(
-        TextColumn(f"{{task.description:<{label_width}}}"),
+        TextColumn(f"{{task.description:<{label_width}}}", markup=False),  # labels hold model names, ids
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import typer
-from rich.text import Text
 
 from personagraph.agents import PersonaAgent
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelClient
 from personagraph.schemas import Persona
+from personagraph.terminal import plain
 
 
 def ask(
@@ -28,12 +28,12 @@ def ask(
             raise PersonagraphError("--persona: empty")
         settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
-        with console.status(Text(f"{model} is answering…")):
+        with console.status(plain(f"{model} is answering…")):
             reply = await agent.respond(Persona(description=persona).description,
                                         [{"role": "user", "content": question}])
         if not reply.ok:
             raise PersonagraphError(f"{model}: {reply.error}")
-        console.print(reply.text.strip() or "(empty answer)", markup=False)
+        console.print(plain(reply.text.strip() or "(empty answer)"))
 
     run(body)
 

@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.text import Text
 
 from personagraph.agents.user_sim import QUIT_WORDS, HumanUser, UserView
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
 from personagraph.errors import PersonagraphError
 from personagraph.sessions import DEFAULT_AGENT, chat
+from personagraph.terminal import plain
 
 
 def chat_command(
@@ -53,27 +55,21 @@ def chat_command(
         def on_event(kind: str, payload: dict[str, Any]) -> None:
             if kind == "agent_turn":
                 if payload["status"] == "ok":
-                    console.print("[bold cyan]agent>[/] ", end="")
-                    console.print(payload["text"], markup=False)
+                    console.print(plain(Text("agent> ", style="bold cyan"), payload["text"]))
                 else:
-                    console.print(f"[red]agent {payload['status']}:[/] ", end="")
-                    console.print(payload.get("error") or "no reply", markup=False)
+                    console.print(plain(Text(f"agent {payload['status']}: ", style="red"),
+                                        payload.get("error") or "no reply"))
                 if payload.get("refusal_marker"):
-                    console.print(f"[yellow](persona break: {payload['refusal_marker']!r})[/]")
+                    console.print(plain(f"(persona break: {payload['refusal_marker']!r})", style="yellow"))
 
-        console.print(f"Chatting with {the_agent.name} as: {' '.join(persona.split())}")
+        console.print(plain(f"Chatting with {the_agent.name} as: {' '.join(persona.split())}"))
         console.print(f"Type your messages; end with {' or '.join(QUIT_WORDS[:2])} or Ctrl-D.", style="dim")
         record = await chat(persona, the_agent, HumanUser(read), run_dir, max_turns=turns, on_event=on_event)
         path = run_dir / "transcripts" / f"{record.get('id', '?')}.jsonl"
         n = sum(e["role"] == "assistant" and e["status"] == "ok" for e in record.get("turns", []))
-        console.print(
-            f"{n} agent turns · stop: {record.get('stop_reason')} · transcript: {path}",
-            markup=False,
-            soft_wrap=True,
-        )
-        console.print(
-            f"judge it with: personagraph judge-session {path}", style="dim", markup=False, soft_wrap=True
-        )
+        console.print(plain(f"{n} agent turns · stop: {record.get('stop_reason')} · transcript: {path}"),
+                      soft_wrap=True)
+        console.print(plain(f"judge it with: personagraph judge-session {path}", style="dim"), soft_wrap=True)
 
     run(body)
 

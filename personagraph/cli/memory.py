@@ -12,6 +12,7 @@ from rich.table import Table
 
 from personagraph.cli._common import console, run
 from personagraph.errors import PersonagraphError
+from personagraph.terminal import plain
 
 memory_app = typer.Typer(
     help="Long-term memories: a Chroma bank per user, recall, MADial-Bench evaluation.", no_args_is_help=True
@@ -107,7 +108,7 @@ def add(
             metadata=_meta(meta),
         )
         open_bank(memory_dir, chroma_url, collection, embedding_model).add([memory])
-        console.print(memory.id)
+        console.print(plain(memory.id))
 
     run(body)
 
@@ -135,7 +136,7 @@ def import_(
             raise PersonagraphError(f"--format {fmt}: choose auto, personagraph or madial")
         bank = open_bank(memory_dir, chroma_url, collection, embedding_model)
         n = bank.import_file(file, fmt=fmt, user_id=user, madial_split=madial_split, replace=replace)
-        console.print(f"imported {n} memories from {file}")
+        console.print(plain(f"imported {n} memories from {file}"))
 
     run(body)
 
@@ -155,7 +156,7 @@ def export(
         if fmt not in ("personagraph", "madial"):
             raise PersonagraphError(f"--format {fmt}: choose personagraph or madial")
         n = open_bank(memory_dir, chroma_url, collection).export_file(file, fmt=fmt, user_id=user)
-        console.print(f"exported {n} memories to {file}")
+        console.print(plain(f"exported {n} memories to {file}"))
 
     run(body)
 
@@ -192,12 +193,13 @@ def search(
         found = await Recaller(bank, RecallSettings(method=name)).recall(
             user, context, k, emotion=emotion, scene=scene
         )
-        table = Table(title=f"memories of {user} ({name})")
+        table = Table(title=plain(f"memories of {user} ({name})"))
         for column in ("id", "score", "time", "emotion", "event"):
             table.add_column(column, justify="right" if column == "score" else "left")
-        for r in found:
-            table.add_row(r.memory.id, f"{r.score:.3f}", r.memory.time, r.memory.emotion, r.memory.event)
-        console.print(table if found else f"no memories for user {user}")
+        for r in found:  # memory text is untrusted: plain cells, never markup
+            table.add_row(*(plain(cell) for cell in (r.memory.id, f"{r.score:.3f}", r.memory.time,
+                                                      r.memory.emotion, r.memory.event)))
+        console.print(table if found else plain(f"no memories for user {user}"))
 
     run(body)
 
@@ -218,7 +220,7 @@ def delete(
             raise PersonagraphError("give memory ids to delete, or --all")
         bank = open_bank(memory_dir, chroma_url, collection)
         n = bank.delete_user(user) if all_ else bank.delete(user, ids)
-        console.print(f"deleted {n} memories of user {user}")
+        console.print(plain(f"deleted {n} memories of user {user}"))
 
     run(body)
 

@@ -27,6 +27,7 @@ from personagraph.cli.score import (
 )
 from personagraph.metrics.persobench import Generation, PersoBenchConfig, load_persobench, run_persobench
 from personagraph.metrics.scoring import ScoreConfig
+from personagraph.terminal import plain
 
 
 def persobench_command(
@@ -67,7 +68,8 @@ def persobench_command(
                 progress.advance(bar)
 
             summary = await run_persobench(config, run_dir, settings=settings, on_item=on_item)
-        console.print(f"[bold]PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items[/bold]")
+        console.print(plain(f"PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items",
+                            style="bold"))
         console.print(render_report(summary.scores))
         print_models(summary.scores)
         cost = summary.cost
