@@ -106,6 +106,7 @@ class Verdict(BaseModel):
     judge: str
     status: Status
     score: int | None = None
+    expected_score: float | None = None  # probability-weighted score (G-Eval), where logprobs were returned
     rationale: str = ""
     raw: str = ""
     error: str | None = None

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-
-from pydantic import BaseModel, Field, create_model
-
+from personagraph.judges.protocols import (
+    TOP_LOGPROBS,
+    Protocol,
+    checklist,
+    checklist_schema,
+    checklist_score,
+    checklist_text,
+    expected_score,
+    fence,
+    get_protocol,
+    persona_text,
+    score_schema,
+)
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
@@ -14,7 +23,6 @@ from personagraph.schemas import (
     Answer,
     Exemplars,
     ExemplarSet,
-    JudgeReply,
     Question,
     Status,
     Task,
@@ -41,25 +49,17 @@ def exemplar_text(exemplars: Exemplars) -> str:
 
 @dataclass(frozen=True)
 class Scored:
-    """A judge's reading of one response: ``score`` is None unless the reply parsed."""
+    """A judge's reading of one response: ``score`` is None unless the reply parsed.
+
+    ``expected`` is the probability-weighted score (None without log-probabilities).
+    """
 
     status: Status
     score: int | None
     rationale: str
     raw: str
     error: str | None
-
-
-@lru_cache(maxsize=None)
-def reply_schema(low: int, high: int) -> type[BaseModel]:
-    """The judge's structured reply for a ``low``..``high`` scale (rationale first, then the score)."""
-    if (low, high) == (1, 5):
-        return JudgeReply
-    return create_model(
-        f"JudgeReply{low}to{high}",
-        rationale=(str, JudgeReply.model_fields["rationale"]),
-        score=(int, Field(ge=low, le=high, description="the score")),
-    )
+    expected: float | None = None
 
 
 async def score_response(
@@ -70,27 +70,45 @@ async def score_response(
     question: str,
     response: str,
     examples: str | None = None,
+    protocol: Protocol | str | None = None,
 ) -> Scored:
     """Scores one response against one rubric: the single judge call every judging path uses.
 
-    A reply that does not parse (after the model layer's one format retry) is ``failed`` with its raw
-    text: missing from any mean, never a 0.
+    ``protocol`` (a :class:`Protocol` or its name) says how the judge is asked; None picks the default
+    for this judge (:func:`get_protocol`). A reply that does not parse (after the model layer's one
+    format retry) is ``failed`` with its raw text: missing from any mean, never a 0.
     """
-    messages = load_prompt("judge").messages(
+    if not isinstance(protocol, Protocol):
+        protocol = get_protocol(protocol, str(client.spec))
+    checks = checklist(rubric) if protocol.reply == "checklist" else ()
+    if protocol.reply == "checklist" and not checks:
+        protocol = get_protocol("facts", str(client.spec))
+    messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),
-        persona=persona or "(not given)",
-        question=question or "(not given)",
-        exemplars=examples or "(no examples available: rely on the rubric alone)",
-        answer=response,
+        persona=fence("PERSONA", persona_text(protocol, persona or "(not given)")),
+        question=fence("QUESTION", question or "(not given)"),
+        exemplars=fence("EXAMPLES", examples) if examples else "(no examples available: rely on the rubric alone)",
+        answer=fence("RESPONSE", response),
         low=rubric.scale[0],
         high=rubric.scale[1],
+        checklist=checklist_text(checks),
     )
-    reply = await client.structured(messages, reply_schema(*rubric.scale))
+    if checks:
+        reply = await client.structured(messages, checklist_schema(len(checks)), top_logprobs=TOP_LOGPROBS)
+        if not reply.ok or reply.value is None:
+            return Scored("failed", None, "", reply.raw, reply.error)
+        answers = reply.value.model_dump()
+        score, expected = checklist_score(checks, answers, reply.logprobs, rubric.scale)
+        rationale = " ".join(f"{key}: {value}" for key, value in answers.items())
+        return Scored("ok", score, rationale, reply.raw, None, expected)
+    schema = score_schema(*rubric.scale, with_rationale=protocol.reply == "rationale")
+    reply = await client.structured(messages, schema, top_logprobs=TOP_LOGPROBS)
     if not reply.ok or reply.value is None:
         return Scored("failed", None, "", reply.raw, reply.error)
-    value = reply.value
-    return Scored("ok", int(value.score), str(value.rationale).strip(), reply.raw, None)  # type: ignore[attr-defined]
+    value = reply.value.model_dump()
+    rationale = str(value.get("rationale", "")).strip()
+    return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected_score(reply.logprobs, rubric.scale))
 
 
 async def judge_answer(
@@ -100,6 +118,7 @@ async def judge_answer(
     question: Question,
     answer: Answer,
     exemplars: Exemplars | None,
+    protocol: Protocol | str | None = None,
 ) -> Verdict:
     """PersonaGym step 5 for one answer and one judge: the task's rubric plus the exemplars.
 
@@ -110,6 +129,7 @@ async def judge_answer(
     scored = await score_response(
         client, rubric, persona=persona, question=question.text, response=answer.text,
         examples=exemplar_text(exemplars) if exemplars is not None and exemplars.status == "ok" else None,
+        protocol=protocol,
     )
     verdict = Verdict(
         id=short_id(answer.id, str(client.spec)),
@@ -120,9 +140,12 @@ async def judge_answer(
         rationale=scored.rationale,
         raw=scored.raw,
         error=scored.error,
+        expected_score=scored.expected,
     )
     cap = rubric.break_cap
     if answer.refusal and cap is not None and verdict.score is not None and verdict.score > cap:
         verdict.judge_score, verdict.score = verdict.score, cap
         verdict.capped_by = answer.refusal_marker or "persona break"
+    if answer.refusal and cap is not None and verdict.expected_score is not None:
+        verdict.expected_score = min(verdict.expected_score, float(cap))
     return verdict

@@ -53,15 +53,15 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, Field
 
-from personagraph import __version__
+from personagraph.version import __version__
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text
 from personagraph.judges.judge import score_response
+from personagraph.judges.protocols import Protocol, get_protocol
 from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
 from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
 from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
-from personagraph.prompts import load_prompt
 from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import short_id
 from personagraph.store import RunStore
@@ -398,13 +398,14 @@ class MetaVerdict(BaseModel):
     rubric_scale: tuple[int, int]
     status: str
     score: int | None = None
+    expected_score: float | None = None  # probability-weighted score, where the judge returned logprobs
     rationale: str = ""
     raw: str = ""
     error: str | None = None
 
 
-def verdict_id(item: MetaItem, criterion: Criterion, judge: str) -> str:
-    return short_id(item.key, judge, criterion.fingerprint, load_prompt("judge").version)
+def verdict_id(item: MetaItem, criterion: Criterion, judge: str, protocol: Protocol) -> str:
+    return short_id(item.key, judge, criterion.fingerprint, protocol.version)
 
 
 def question_text(item: MetaItem) -> str:
@@ -415,12 +416,15 @@ def question_text(item: MetaItem) -> str:
     return item.question
 
 
-async def judge_item(client: ModelClient, item: MetaItem, criterion: Criterion) -> MetaVerdict:
+async def judge_item(
+    client: ModelClient, item: MetaItem, criterion: Criterion, protocol: Protocol
+) -> MetaVerdict:
     scored = await score_response(
-        client, criterion.rubric, persona=item.persona, question=question_text(item), response=item.response
+        client, criterion.rubric, persona=item.persona, question=question_text(item), response=item.response,
+        protocol=protocol,
     )
     return MetaVerdict(
-        id=verdict_id(item, criterion, str(client.spec)),
+        id=verdict_id(item, criterion, str(client.spec), protocol),
         item_key=item.key,
         item_id=item.id,
         criterion=criterion.key,
@@ -428,6 +432,7 @@ async def judge_item(client: ModelClient, item: MetaItem, criterion: Criterion) 
         rubric_scale=criterion.rubric.scale,
         status=scored.status,
         score=scored.score,
+        expected_score=scored.expected,
         rationale=scored.rationale,
         raw=scored.raw,
         error=scored.error,
@@ -444,6 +449,7 @@ class MetaEvalConfig(BaseModel):
     concurrency: int = Field(8, ge=1, le=1024)
     seed: int = 0
     n_resamples: int = Field(1000, ge=100, le=100_000)
+    judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
 
 
 def _check_store(store: RunStore) -> None:
@@ -494,6 +500,7 @@ async def meta_evaluate(
         items = [i for i in items if i.criterion in keys]
     criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
     judges = list(dict.fromkeys(config.judges))
+    protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
     settings = (settings or ModelSettings()).model_copy(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )
@@ -507,7 +514,7 @@ async def meta_evaluate(
         store.set_meta("versions", {"personagraph": __version__})
         store.set_meta(
             "prompts",
-            {"judge": load_prompt("judge").version}
+            {f"judge {spec}": protocol.version for spec, protocol in protocols.items()}
             | {key: c.fingerprint for key, c in sorted(criteria.items())},
         )
         for item in items:
@@ -527,7 +534,7 @@ async def meta_evaluate(
         todo = []
         for item in items:
             for spec in judges:
-                stored = store.get(RECORD_KIND, verdict_id(item, criteria[item.criterion], spec))
+                stored = store.get(RECORD_KIND, verdict_id(item, criteria[item.criterion], spec, protocols[spec]))
                 # A transport failure (no reply at all) is asked again; any reply stands.
                 if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
                     todo.append((item, spec))
@@ -537,14 +544,16 @@ async def meta_evaluate(
 
         async def one(item: MetaItem, spec: str) -> None:
             async with gate:
-                verdict = await judge_item(clients[spec], item, criteria[item.criterion])
+                verdict = await judge_item(clients[spec], item, criteria[item.criterion], protocols[spec])
             store.put(RECORD_KIND, verdict.id, verdict, unit=item.criterion)
             if on_item:
                 on_item()
 
         await asyncio.gather(*(one(item, spec) for item, spec in todo))
         verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
-        wanted_ids = {verdict_id(i, criteria[i.criterion], spec) for i in items for spec in judges}
+        wanted_ids = {
+            verdict_id(i, criteria[i.criterion], spec, protocols[spec]) for i in items for spec in judges
+        }
         summary = build_meta_summary(
             items,
             [v for v in verdicts if v.id in wanted_ids],
@@ -646,6 +655,9 @@ def _alpha(items: Sequence[MetaItem]) -> tuple[float | None, int]:
     return krippendorff_alpha(matrix, "ordinal"), n_multi
 
 
+EXPECTED_SUFFIX = " (expected)"  # the row of a judge's probability-weighted scores
+
+
 def build_meta_summary(
     items: list[MetaItem],
     verdicts: list[MetaVerdict],
@@ -657,7 +669,8 @@ def build_meta_summary(
     """Agreement of each judge (and of their ensemble mean) with the humans, per criterion and overall.
 
     A failed verdict is counted and left out (never a score); the ensemble score of an item is the
-    mean of its judges' parsed scores on the human scale. Every statistic comes from
+    mean of its judges' parsed scores on the human scale. A judge whose parsed verdicts all carry a
+    probability-weighted score gets a second row, ``<judge> (expected)``, from those. Every statistic comes from
     :mod:`personagraph.judges.stats`: agreement metrics with paired bootstrap CIs evaluated over all
     resamples at once (equal to scipy / scikit-learn per resample), α from krippendorff.
     """
@@ -678,6 +691,7 @@ def build_meta_summary(
         failed: dict[str, int] = {}
         for judge in judges:
             scores[judge] = {}
+            expected: dict[str, float] = {}
             failed[judge] = 0
             for item in group:
                 verdict = by_item.get((item.key, judge))
@@ -688,6 +702,12 @@ def build_meta_summary(
                     continue
                 on_human = map_scale(verdict.score, verdict.rubric_scale, item.scale)
                 scores[judge][item.key] = map_scale(on_human, item.scale, target)
+                if verdict.expected_score is not None:
+                    on_human = map_scale(verdict.expected_score, verdict.rubric_scale, item.scale)
+                    expected[item.key] = map_scale(on_human, item.scale, target)
+            if expected and len(expected) == len(scores[judge]):  # every parsed verdict has one
+                scores[judge + EXPECTED_SUFFIX] = expected
+                failed[judge + EXPECTED_SUFFIX] = failed[judge]
         if len(judges) > 1:
             ensemble: dict[str, float] = {}
             for item in group:

@@ -37,7 +37,7 @@ from personagraph.schemas import Answer, Verdict
 from personagraph.store import RunStore
 
 RESAMPLES = 300
-RESPONSE = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
+RESPONSE = re.compile(r"\[BEGIN RESPONSE #(\w+)\]\n(.*?)\n\[END RESPONSE #\1\]", re.DOTALL)
 
 # --- a synthetic items file with known judge behaviour --------------------------------------------
 
@@ -110,7 +110,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     def judge(noise: float, fail: frozenset[str] = frozenset()) -> Any:
         def script(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
             text = messages[1]["content"]  # the judge prompt's user message (a format retry appends after it)
-            response = RESPONSE.search(text).group(1)
+            response = RESPONSE.search(text).group(2)
             seen_contexts.append(text)
             if response.split()[0] in fail:
                 return "no JSON here"

@@ -1,0 +1,229 @@
+"""Judging protocols: how a judge is asked for its score, and how its reply becomes one.
+
+A protocol is data (a prompt in ``personagraph/prompts/``, a reply kind and, for checklists,
+``judges/checklists.yaml``) plus the small code here. Every protocol asks for the token
+log-probabilities of the reply: where the provider returns them, the verdict keeps a probability-weighted
+score (G-Eval: Σ p(s)·s over the scale's tokens at the score position, renormalised over the scale)
+beside the integer one.
+
+* ``rationale`` — a short rationale, then the score (the protocol of earlier versions).
+* ``score`` — the score alone: no rationale for a small model to talk itself into a score with.
+* ``facts`` — the persona restated as numbered facts, then the score alone.
+* ``checklist`` — numbered persona facts and yes/no questions for the rubric, scored by rule from
+  P(yes) (rubrics without a checklist fall back to ``facts``).
+
+Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
+close, and the prompts say that text inside them is data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from personagraph.errors import PersonagraphError
+from personagraph.judges.rubrics import Rubric
+from personagraph.models.openai_http import TokenLogprobs
+from personagraph.prompts import load_prompt
+from personagraph.resources import data_hash, read_yaml
+from personagraph.schemas import JudgeReply
+
+TOP_LOGPROBS = 10  # alternatives per token: enough to hold every score of a 1–5 or 1–9 scale
+ReplyKind = Literal["rationale", "score", "checklist"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One way of asking a judge: the prompt, what the reply holds, whether the persona is numbered."""
+
+    name: str
+    prompt: str  # personagraph/prompts/<prompt>.yaml
+    reply: ReplyKind
+    numbered_persona: bool
+    description: str
+
+    @property
+    def version(self) -> str:
+        """Identifies what the judge is asked (hashed into verdict ids and run metadata)."""
+        extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
+        return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol("rationale", "judge", "rationale", False, "a short rationale, then the score (earlier default)"),
+        Protocol("score", "judge_score", "score", False, "the score alone"),
+        Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score alone"),
+        Protocol("checklist", "judge_checklist", "checklist", True,
+                 "numbered persona facts, yes/no questions per rubric, scored by rule from P(yes)"),
+    )
+}
+DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
+LOCAL_PROTOCOL = "rationale"  # embedded judges: chosen by bench/judge_protocols.py
+
+
+def get_protocol(name: str | None, judge: str) -> Protocol:
+    """The protocol ``name``, or the default for ``judge`` (a model spec) when ``name`` is None.
+
+    Raises:
+        PersonagraphError: for an unknown name (one line listing the known ones).
+    """
+    if name is None:
+        name = LOCAL_PROTOCOL if judge.startswith("local:") else DEFAULT_PROTOCOL
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise PersonagraphError(
+            f"--judge-protocol {name!r}: unknown; choose one of {', '.join(PROTOCOLS)}"
+        ) from None
+
+
+# --- untrusted text -------------------------------------------------------------------------------
+def fence(label: str, text: str) -> str:
+    """``text`` between ``[BEGIN label #tag]`` and ``[END label #tag]`` lines it cannot close.
+
+    The tag is drawn from a hash of the text and re-drawn until the text does not contain it, so an
+    answer cannot forge the end of its own block; it is deterministic, so cache keys stay stable.
+    """
+    tag = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+    while tag in text:
+        tag = hashlib.sha256(tag.encode()).hexdigest()[:8]
+    return f"[BEGIN {label} #{tag}]\n{text}\n[END {label} #{tag}]"
+
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def persona_facts(persona: str) -> list[str]:
+    """The persona split into sentences (the facts a ``numbered_persona`` protocol lists)."""
+    facts = [s.strip(" -•*\t") for s in _SENTENCE.split(persona.strip())]
+    return [f for f in facts if f] or [persona.strip() or "(not given)"]
+
+
+def persona_text(protocol: Protocol, persona: str) -> str:
+    """The persona as the protocol shows it: verbatim, or one numbered fact per line."""
+    if not protocol.numbered_persona:
+        return persona
+    return "\n".join(f"{i}. {fact}" for i, fact in enumerate(persona_facts(persona), start=1))
+
+
+# --- reply schemas --------------------------------------------------------------------------------
+class Check(BaseModel):
+    """One yes/no question of a rubric's checklist; ``good`` is the answer a good response gets."""
+
+    question: str
+    good: Literal["yes", "no"] = "yes"
+    weight: float = Field(1.0, gt=0)
+
+
+CHECKLISTS_FILE = "judges/checklists.yaml"
+
+
+@lru_cache(maxsize=1)
+def _checklists() -> dict[str, tuple[Check, ...]]:
+    data = read_yaml(CHECKLISTS_FILE)
+    out = {}
+    for task, checks in (data or {}).items():
+        try:
+            out[str(task)] = tuple(Check.model_validate(c) for c in checks)
+        except (ValidationError, TypeError) as exc:
+            raise PersonagraphError(f"personagraph/{CHECKLISTS_FILE}: {task}: {exc}".splitlines()[0]) from None
+    return out
+
+
+def checklist(rubric: Rubric) -> tuple[Check, ...]:
+    """The rubric's checklist (by task name), empty when it has none."""
+    return _checklists().get(rubric.task, ())
+
+
+@lru_cache(maxsize=None)
+def score_schema(low: int, high: int, with_rationale: bool) -> type[BaseModel]:
+    """``{"rationale"?, "score"}`` for a ``low``..``high`` scale (rationale first: the score follows it)."""
+    if with_rationale and (low, high) == (1, 5):
+        return JudgeReply
+    fields: dict = {}
+    if with_rationale:
+        fields["rationale"] = (str, JudgeReply.model_fields["rationale"])
+    fields["score"] = (int, Field(ge=low, le=high, description="the score"))
+    return create_model(f"Judge{'Rationale' if with_rationale else 'Score'}{low}to{high}", **fields)
+
+
+@lru_cache(maxsize=None)
+def checklist_schema(n: int) -> type[BaseModel]:
+    """``{"q1": "yes"|"no", …}`` for ``n`` questions."""
+    answer = (Literal["yes", "no"], Field(description="yes or no"))
+    return create_model(f"Checklist{n}", **{f"q{i}": answer for i in range(1, n + 1)})
+
+
+def checklist_text(checks: Sequence[Check]) -> str:
+    return "\n".join(f"q{i}. {c.question.strip()}" for i, c in enumerate(checks, start=1))
+
+
+# --- from a reply to a score ----------------------------------------------------------------------
+def choice_probabilities(
+    logprobs: Sequence[TokenLogprobs], key: str, choices: dict[str, int]
+) -> dict[int, float] | None:
+    """P(choice) at the value of JSON ``key`` in the generated text, renormalised over ``choices``.
+
+    The position is found in the tokens' own text (``"key": `` then the value's first character); the
+    token covering it gives the alternatives, read case- and quote-insensitively. None when the key is
+    not there or no alternative is one of the choices.
+    """
+    text = "".join(t.token for t in logprobs)
+    matches = list(re.finditer(rf'"{re.escape(key)}"\s*:\s*"?', text))
+    if not matches:
+        return None
+    match = matches[-1]  # the object's own key comes last (a rationale before it may quote one)
+    offset = 0
+    for token in logprobs:
+        offset += len(token.token)
+        if offset > match.end():
+            probs: dict[int, float] = {}
+            for alt, logprob in token.top:
+                value = choices.get(alt.strip().strip('"').lower())
+                if value is not None:
+                    probs[value] = probs.get(value, 0.0) + math.exp(logprob)
+            total = sum(probs.values())
+            return {v: p / total for v, p in probs.items()} if total > 0 else None
+    return None
+
+
+def expected_score(logprobs: Sequence[TokenLogprobs] | None, scale: tuple[int, int]) -> float | None:
+    """Σ p(s)·s over the scale's score tokens at the ``"score"`` value (G-Eval); single-digit scales only."""
+    low, high = scale
+    if not logprobs or not 0 <= low <= high <= 9:
+        return None
+    probs = choice_probabilities(logprobs, "score", {str(s): s for s in range(low, high + 1)})
+    return sum(p * s for s, p in probs.items()) if probs else None
+
+
+def checklist_score(
+    checks: Sequence[Check], answers: dict[str, str], logprobs: Sequence[TokenLogprobs] | None,
+    scale: tuple[int, int],
+) -> tuple[int, float | None]:
+    """The rule: low + (high − low) · Σ wᵢ·[answerᵢ is good] / Σ wᵢ; with logprobs, P(good) for [good].
+
+    Returns the integer score (rounded, from the stated answers) and the expected one (None without
+    logprobs for every question).
+    """
+    low, high = scale
+    total = sum(c.weight for c in checks)
+    stated = sum(c.weight for i, c in enumerate(checks, start=1) if answers.get(f"q{i}") == c.good) / total
+    integer = low + round((high - low) * stated)
+    if not logprobs:
+        return integer, None
+    good = 0.0
+    for i, check in enumerate(checks, start=1):
+        probs = choice_probabilities(logprobs, f"q{i}", {"yes": 1, "no": 0})
+        if probs is None:
+            return integer, None
+        good += check.weight * (probs.get(1, 0.0) if check.good == "yes" else probs.get(0, 0.0))
+    return integer, low + (high - low) * good / total
