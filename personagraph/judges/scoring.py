@@ -1,7 +1,8 @@
 """From verdicts to scores: item scores, task scores, PersonaScore, refusal rates and judge agreement.
 
-Item score = mean of the verdicts that parsed (a failed verdict is missing, never 0). Task score = mean
-of item scores. PersonaScore = mean of the five task scores. Everything here reads stored records, so a
+Item score = mean of the verdicts that parsed (a failed verdict is missing, never 0): their
+probability-weighted scores (``Verdict.expected_score``) when every parsed verdict has one and the score
+kind is ``expected``, else their integer scores. Task score = mean of item scores. PersonaScore = mean of the five task scores. Everything here reads stored records, so a
 summary can be rebuilt from any run directory.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,15 +19,31 @@ from personagraph.judges.stats import describe, independent_bootstrap_ci, krippe
 from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
 
 
-def score_items(answers: Iterable[Answer], verdicts: Iterable[Verdict]) -> list[ItemScore]:
+ScoreKind = Literal["expected", "integer"]
+
+
+def used_score_kind(verdicts: Iterable[Verdict], wanted: ScoreKind = "expected") -> ScoreKind:
+    """``expected`` when it is wanted and every parsed verdict has a probability-weighted score."""
+    parsed = [v for v in verdicts if v.status == "ok" and v.score is not None]
+    if wanted == "expected" and parsed and all(v.expected_score is not None for v in parsed):
+        return "expected"
+    return "integer"
+
+
+def score_items(
+    answers: Iterable[Answer], verdicts: Iterable[Verdict], score_kind: ScoreKind = "expected"
+) -> list[ItemScore]:
     """One ItemScore per answer: the mean of its parsed verdicts (None if there is none)."""
+    verdicts = list(verdicts)
+    expected = used_score_kind(verdicts, score_kind) == "expected"
     by_answer: dict[str, list[Verdict]] = defaultdict(list)
     for verdict in verdicts:
         by_answer[verdict.answer_id].append(verdict)
     items = []
     for answer in answers:
         found = by_answer.get(answer.id, [])
-        scores = [v.score for v in found if v.status == "ok" and v.score is not None]
+        scores = [v.expected_score if expected else v.score
+                  for v in found if v.status == "ok" and v.score is not None]
         items.append(
             ItemScore(
                 answer_id=answer.id, question_id=answer.question_id, persona_id=answer.persona_id,
@@ -54,10 +71,14 @@ def _persona_score_ci(per_task: dict[str, list[float]], seed: int = 0) -> list[f
 
 
 def summarize_scores(
-    answers: list[Answer], verdicts: list[Verdict], judges: list[str], seed: int = 0
+    answers: list[Answer], verdicts: list[Verdict], judges: list[str], seed: int = 0,
+    score_kind: ScoreKind = "expected",
 ) -> dict[str, Any]:
-    """The per-model scores and judge agreement, in the shape of ``summary.json``'s model section."""
-    items = score_items(answers, verdicts)
+    """The per-model scores and judge agreement, in the shape of ``summary.json``'s model section.
+
+    ``score_kind``: the scores wanted; ``summary["score_kind"]`` says which were used.
+    """
+    items = score_items(answers, verdicts, score_kind)
     models: dict[str, Any] = {}
     for model in sorted({a.model for a in answers}):
         model_answers = [a for a in answers if a.model == model]
@@ -103,6 +124,7 @@ def summarize_scores(
     failed = [v for v in verdicts if v.status != "ok"]
     return {
         "models": models,
+        "score_kind": used_score_kind(verdicts, score_kind),
         "failed_verdicts": len(failed),
         "verdicts": len(verdicts),
         "judge_agreement": {
