@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from personagraph.embeddings import encode
+from personagraph.graphs import live_context
 from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import (
     ASSISTANT,
@@ -108,9 +109,7 @@ class MemoryDialogueState(TypedDict, total=False):
 
 
 def _ctx(runtime: Runtime[MemoryDialogueContext]) -> MemoryDialogueContext:
-    if not isinstance(runtime.context, MemoryDialogueContext):
-        raise TypeError("the memory dialogue graph needs a MemoryDialogueContext (context=...)")
-    return runtime.context
+    return live_context(runtime, MemoryDialogueContext)
 
 
 def _dialogue(state: MemoryDialogueState) -> DialogueContext:
@@ -229,9 +228,13 @@ async def respond(state: MemoryDialogueState, runtime: Runtime[MemoryDialogueCon
     return {"reply": text, "status": status, "error": None if text else (reply.error or "empty reply")}
 
 
-def build_graph() -> StateGraph:
-    """The uncompiled memory dialogue graph."""
-    graph = StateGraph(MemoryDialogueState, context_schema=MemoryDialogueContext)
+def build_graph(context_schema: type = MemoryDialogueContext) -> StateGraph:
+    """The uncompiled memory dialogue graph.
+
+    ``context_schema``: what runs pass as ``context``: a MemoryDialogueContext, or settings that build
+    one (``personagraph.studio``, for ``langgraph dev``).
+    """
+    graph = StateGraph(MemoryDialogueState, context_schema=context_schema)
     graph.add_node("read_context", read_context)
     graph.add_node("detect", detect)
     graph.add_node("retrieve", retrieve)
@@ -403,6 +406,3 @@ class _EnvMemoryAgent:
 
 agent = _EnvMemoryAgent()
 
-
-# For `langgraph dev` / LangGraph Studio (see langgraph.json); runs need a MemoryDialogueContext.
-graph = build_graph().compile()

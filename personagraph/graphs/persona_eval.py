@@ -1,8 +1,9 @@
 """PersonaGym evaluation of one persona as a LangGraph StateGraph.
 
-select environments → questions (one branch per task) → answers (per question × agent) ‖ exemplars (per
-question) → verdicts (one call per answer × judge) → aggregate. Every finished item is written to the run
-store by the node that made it; the graph state carries the same items for the next step.
+start (names the persona) → select environments → questions (one branch per task) → answers (per
+question × agent) ‖ exemplars (per question) → verdicts (one call per answer × judge) → aggregate. Every
+finished item is written to the run store by the node that made it; the graph state carries the same
+items for the next step.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from langgraph.types import Send
 from personagraph.agents import Agent
 from personagraph.agents.persona import answer_question
 from personagraph.environments import generate_questions, load_tasks, select_environments, task_by_name
+from personagraph.graphs import live_context
 from personagraph.judges.judge import judge_answer, write_exemplars
 from personagraph.judges.scoring import score_items
 from personagraph.models import ModelClient
-from personagraph.schemas import Answer, Exemplars, Question, Verdict, short_id
+from personagraph.schemas import Answer, Exemplars, Persona, Question, Verdict, short_id
 from personagraph.store import RunStore
 
 
@@ -54,6 +56,10 @@ class EvalState(TypedDict, total=False):
     errors: Annotated[list[dict[str, Any]], operator.add]
 
 
+def _ctx(runtime: Runtime[EvalContext]) -> EvalContext:
+    return live_context(runtime, EvalContext)
+
+
 def _task(name: str):  # noqa: ANN202 - a schemas.Task
     task = task_by_name(name)
     assert task is not None, name
@@ -61,8 +67,13 @@ def _task(name: str):  # noqa: ANN202 - a schemas.Task
 
 
 # --- nodes ------------------------------------------------------------------------------------------
+async def start(state: EvalState) -> dict[str, Any]:
+    """Names the persona when the input gives only its description (a Studio run)."""
+    return {} if state.get("persona_id") else {"persona_id": Persona(description=state["persona"]).id}
+
+
 async def select(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     selection = await select_environments(ctx.env_selector, state["persona"], ctx.environments, ctx.shortlist)
     record = {
         "persona_id": state["persona_id"],
@@ -89,13 +100,13 @@ async def load_benchmark(state: EvalState, runtime: Runtime[EvalContext]) -> dic
                 id=short_id(state["persona_id"], task_name, str(index), text),
                 persona_id=state["persona_id"], task=task_name, text=text, index=index, source="benchmark",
             )
-            runtime.context.store.put("question", question.id, question, unit=state["persona_id"])
+            _ctx(runtime).store.put("question", question.id, question, unit=state["persona_id"])
             questions.append(question.model_dump())
     return {"questions": questions}
 
 
 async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     from personagraph.schemas import Environment
 
     task = _task(payload["task"])
@@ -119,7 +130,7 @@ async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalCon
 
 
 async def answer(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     agent = next(a for a in ctx.agents if a.name == payload["agent"])
     result = await answer_question(agent, payload["persona"], Question.model_validate(payload["question"]))
     ctx.store.put("answer", result.id, result, unit=result.persona_id)
@@ -128,7 +139,7 @@ async def answer(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict
 
 
 async def exemplars(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     question = Question.model_validate(payload["question"])
     result = await write_exemplars(ctx.exemplar_gen, payload["persona"], _task(question.task), question)
     ctx.store.put("exemplars", question.id, result, unit=question.persona_id)
@@ -137,7 +148,7 @@ async def exemplars(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> d
 
 
 async def judge(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     client = next(j for j in ctx.judges if str(j.spec) == payload["judge"])
     question = Question.model_validate(payload["question"])
     found = payload.get("exemplars")
@@ -151,7 +162,7 @@ async def judge(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[
 
 
 async def aggregate(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     answers = [Answer.model_validate(a) for a in state.get("answers", [])]
     verdicts = [Verdict.model_validate(v) for v in state.get("verdicts", [])]
     for item in score_items(answers, verdicts):
@@ -185,7 +196,7 @@ def fan_out_answers(state: EvalState, runtime: Runtime[EvalContext]) -> list[Sen
     sends += [
         Send("answer", {"persona": state["persona"], "question": q, "agent": agent.name})
         for q in questions
-        for agent in runtime.context.agents
+        for agent in _ctx(runtime).agents
     ]
     return sends
 
@@ -198,7 +209,7 @@ def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send
                        "exemplars": exemplar_sets.get(a["question_id"]), "judge": str(j.spec)})
         for a in state.get("answers", [])
         if a["status"] == "ok"
-        for j in runtime.context.judges
+        for j in _ctx(runtime).judges
     ]
     return sends or "aggregate"
 
@@ -207,9 +218,14 @@ def _join(state: EvalState) -> dict[str, Any]:
     return {}
 
 
-def build_graph() -> StateGraph:
-    """The uncompiled PersonaGym graph (compile it with a checkpointer to make it resumable)."""
-    graph = StateGraph(EvalState, context_schema=EvalContext)
+def build_graph(context_schema: type = EvalContext) -> StateGraph:
+    """The uncompiled PersonaGym graph (compile it with a checkpointer to make it resumable).
+
+    ``context_schema``: what runs pass as ``context``: an EvalContext, or settings that build one
+    (``personagraph.studio``, for ``langgraph dev``).
+    """
+    graph = StateGraph(EvalState, context_schema=context_schema)
+    graph.add_node("start", start)
     graph.add_node("select", select)
     graph.add_node("load_benchmark", load_benchmark)
     graph.add_node("write_task_questions", write_task_questions)
@@ -220,7 +236,8 @@ def build_graph() -> StateGraph:
     graph.add_node("judge", judge)
     graph.add_node("aggregate", aggregate)
 
-    graph.add_conditional_edges(START, route_start, ["select", "load_benchmark"])
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", route_start, ["select", "load_benchmark"])
     graph.add_conditional_edges("select", fan_out_tasks, ["write_task_questions", "aggregate"])
     graph.add_edge("write_task_questions", "questions_done")
     graph.add_edge("load_benchmark", "questions_done")
@@ -232,6 +249,3 @@ def build_graph() -> StateGraph:
     graph.add_edge("aggregate", END)
     return graph
 
-
-# For `langgraph dev` / LangGraph Studio (see langgraph.json); runs need an EvalContext.
-graph = build_graph().compile()

@@ -1,11 +1,13 @@
 """A multi-turn session as a LangGraph StateGraph: the user side ↔ the agent under test, turn by turn.
 
-    START → user ─┬→ agent → judge ─┬→ user …
-                  └→ verdict → END  └→ verdict → END
+    START → start → user ─┬→ agent → judge ─┬→ user …
+                          └→ verdict → END  └→ verdict → END
 
-``user`` writes the next user message (a simulated user, a plug-in, or a human in ``chat``); ``agent``
-asks any :class:`~personagraph.agents.base.Agent` for its reply; ``judge`` scores the reply with the
-judges and records the turn; ``verdict`` adds the session-level verdict and the ``session`` record.
+``start`` fills what the input leaves out (session id, turn limit, who takes part: a Studio run gives
+only the persona); ``user`` writes the next user message (a simulated user, a plug-in, or a human in
+``chat``); ``agent`` asks any :class:`~personagraph.agents.base.Agent` for its reply; ``judge`` scores
+the reply with the judges and records the turn; ``verdict`` adds the session-level verdict and the
+``session`` record.
 
 Stop rules: ``max_turns`` agent replies; the user ending the conversation (the stop token); an empty or
 failed user or agent turn — recorded with its reason, never a crash. Each finished turn is written to
@@ -16,6 +18,7 @@ The graph is agnostic of both sides: anything speaking the ``Agent``/``User`` pr
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +29,7 @@ from langgraph.runtime import Runtime
 
 from personagraph.agents.base import Agent
 from personagraph.agents.user_sim import User, UserView, level_for_turn
+from personagraph.graphs import live_context
 from personagraph.judges.refusal import detect_refusal
 from personagraph.models import ModelClient
 from personagraph.sessions import (
@@ -35,6 +39,8 @@ from personagraph.sessions import (
     write_transcript,
 )
 from personagraph.store import RunStore
+
+DEFAULT_TURNS = 4  # agent replies when the input does not say
 
 
 @dataclass
@@ -70,27 +76,8 @@ class SessionState(TypedDict, total=False):
     result: dict[str, Any] | None
 
 
-def _context(runtime: Runtime[SessionContext], state: SessionState) -> SessionContext:
-    """The run's context; without one (``langgraph dev``), one built from the model specs in the state."""
-    if isinstance(runtime.context, SessionContext):
-        return runtime.context
-    from personagraph.agents.persona import PersonaAgent
-    from personagraph.agents.user_sim import SimulatedUser
-    from personagraph.sessions import DEFAULT_AGENT, DEFAULT_JUDGE, DEFAULT_USER
-
-    agent_spec = state.get("agent") or DEFAULT_AGENT
-    judges = [
-        ModelClient.create(s, "judge", temperature=0.0, max_tokens=200)
-        for s in state.get("judges") or [DEFAULT_JUDGE]
-        if s != agent_spec
-    ]
-    return SessionContext(
-        agent=PersonaAgent(ModelClient.create(agent_spec, "persona", temperature=0.7, max_tokens=256)),
-        user=SimulatedUser(
-            ModelClient.create(state.get("user") or DEFAULT_USER, "user_sim", temperature=0.9, max_tokens=128)
-        ),
-        judges=judges,
-    )
+def _ctx(runtime: Runtime[SessionContext]) -> SessionContext:
+    return live_context(runtime, SessionContext)
 
 
 def _turn(state: SessionState) -> int:
@@ -117,8 +104,20 @@ def _save(
 
 
 # --- nodes ------------------------------------------------------------------------------------------
+async def start(state: SessionState, runtime: Runtime[SessionContext]) -> dict[str, Any]:
+    """Fills what a Studio input may leave out: the session id, the turn limit, who takes part."""
+    ctx = _ctx(runtime)
+    return {
+        "session_id": state.get("session_id") or uuid.uuid4().hex[:12],
+        "max_turns": state.get("max_turns") or DEFAULT_TURNS,
+        "agent": state.get("agent") or ctx.agent.name,
+        "user": state.get("user") or ctx.user.name,
+        "judges": state.get("judges") or [str(j.spec) for j in ctx.judges],
+    }
+
+
 async def user(state: SessionState, runtime: Runtime[SessionContext]) -> dict[str, Any]:
-    ctx = _context(runtime, state)
+    ctx = _ctx(runtime)
     turns = list(state.get("turns", []))
     index = _turn(state) + 1
     level = level_for_turn(index, state["max_turns"]) if state.get("adversarial") else None
@@ -156,7 +155,7 @@ async def user(state: SessionState, runtime: Runtime[SessionContext]) -> dict[st
 
 
 async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[str, Any]:
-    ctx = _context(runtime, state)
+    ctx = _ctx(runtime)
     turns = list(state.get("turns", []))
     index = _turn(state)
     conversation = [
@@ -187,7 +186,7 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
 
 
 async def judge(state: SessionState, runtime: Runtime[SessionContext]) -> dict[str, Any]:
-    ctx = _context(runtime, state)
+    ctx = _ctx(runtime)
     turns = list(state.get("turns", []))
     entry = dict(turns[-1])
     if entry["status"] == "ok" and ctx.judges:
@@ -205,7 +204,7 @@ async def judge(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
 
 
 async def verdict(state: SessionState, runtime: Runtime[SessionContext]) -> dict[str, Any]:
-    ctx = _context(runtime, state)
+    ctx = _ctx(runtime)
     judges = ctx.judges if ctx.verdict_judges is None else ctx.verdict_judges
     result = await session_verdict(judges, state["persona"], state.get("turns", []), ctx.skipped_judges)
     record = session_record(dict(state), status="finished", verdict=result)
@@ -226,21 +225,23 @@ def after_judge(state: SessionState) -> str:
     return "verdict" if state.get("stop_reason") else "user"
 
 
-def build_graph() -> StateGraph:
-    """The uncompiled session graph (compile it with a checkpointer to make sessions resumable)."""
-    graph = StateGraph(SessionState, context_schema=SessionContext)
+def build_graph(context_schema: type = SessionContext) -> StateGraph:
+    """The uncompiled session graph (compile it with a checkpointer to make sessions resumable).
+
+    ``context_schema``: what runs pass as ``context``: a SessionContext, or settings that build one
+    (``personagraph.studio``, for ``langgraph dev``).
+    """
+    graph = StateGraph(SessionState, context_schema=context_schema)
+    graph.add_node("start", start)
     graph.add_node("user", user)
     graph.add_node("agent", agent)
     graph.add_node("judge", judge)
     graph.add_node("verdict", verdict)
-    graph.add_edge(START, "user")
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "user")
     graph.add_conditional_edges("user", after_user, ["agent", "verdict"])
     graph.add_edge("agent", "judge")
     graph.add_conditional_edges("judge", after_judge, ["user", "verdict"])
     graph.add_edge("verdict", END)
     return graph
 
-
-# For `langgraph dev` / LangGraph Studio (see langgraph.json): without a SessionContext the nodes build
-# one from the specs in the input state (persona, max_turns, and optionally agent, user, judges).
-graph = build_graph().compile()

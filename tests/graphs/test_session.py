@@ -531,23 +531,6 @@ def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
     assert calls["persona"] == 2  # the resumed run asked the agent for turns 3 and 4 only
 
 
-async def test_graph_runs_without_a_context_for_langgraph_dev():
-    from personagraph.graphs.session import graph
-
-    out = await graph.ainvoke(
-        {
-            "session_id": "studio",
-            "persona": PERSONA,
-            "max_turns": 2,
-            "agent": "test:s-agent",
-            "user": "test:s-user",
-            "judges": ["test:s-judge", "test:s-agent"],
-        }
-    )
-    assert out["stop_reason"] == "max_turns" and len(out["turns"]) == 4
-    assert set(out["turns"][1]["scores"]) == {"test:s-judge"}  # the agent's own model never judges
-
-
 @pytest.mark.skipif(
     not __import__("os").environ.get("PERSONAGRAPH_TEST_POSTGRES_URL"),
     reason="set PERSONAGRAPH_TEST_POSTGRES_URL=postgresql://… to test the Postgres checkpointer",

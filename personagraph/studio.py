@@ -1,0 +1,159 @@
+"""The graphs as ``langgraph dev`` / LangGraph Studio serve them (``langgraph.json`` points here).
+
+A deployed graph receives its context as plain JSON: the run's ``context`` (or, from older clients, its
+``configurable``), coerced into the settings dataclasses below, each field with a default. Studio shows
+them as the run's form; a user types a persona into the input and watches the graph run node by node.
+Each settings object builds the graph's live context (model clients, agents, run store) once per process
+and per distinct settings, so every node of a run — and every later run with the same settings — shares
+one run store (the response cache: a repeated question is answered from it).
+
+``run_dir`` empty means a fresh temporary directory per process (an in-memory-like store that is gone
+when the server stops); a path keeps the run store there, as ``personagraph view`` reads it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from personagraph.agents import PersonaAgent
+from personagraph.agents.user_sim import SimulatedUser
+from personagraph.graphs.memory_dialogue import MemoryDialogueContext
+from personagraph.graphs.memory_dialogue import build_graph as memory_dialogue_graph
+from personagraph.graphs.persona_eval import EvalContext
+from personagraph.graphs.persona_eval import build_graph as persona_eval_graph
+from personagraph.graphs.session import SessionContext
+from personagraph.graphs.session import build_graph as session_graph
+from personagraph.memory.bank import MemoryBank
+from personagraph.models import Meter, ModelClient, ModelSettings
+from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, EvalConfig
+from personagraph.runs.executors.base import build_context
+from personagraph.sessions import DEFAULT_AGENT, DEFAULT_USER, SimulateConfig, split_judges
+from personagraph.store import RunStore
+
+_lock = threading.Lock()
+_live: dict[str, Any] = {}  # settings (as JSON) → the live context they built
+_stores: list[RunStore] = []
+
+
+def _store(run_dir: str) -> RunStore:
+    """The run store in ``run_dir`` (a new temporary directory when empty), closed at exit."""
+    store = RunStore(run_dir or tempfile.mkdtemp(prefix="personagraph-studio-"))
+    _stores.append(store)
+    return store
+
+
+@atexit.register
+def _close_stores() -> None:
+    for store in _stores:
+        store.close()
+
+
+def _once(settings: Any, build: Any) -> Any:
+    """``build()`` for the first run with these settings; the same object for every later call."""
+    key = f"{type(settings).__name__}:{json.dumps(asdict(settings), sort_keys=True)}"
+    with _lock:
+        if key not in _live:
+            _live[key] = build()
+        return _live[key]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """A Studio run of the PersonaGym graph. Input: ``{"persona": "..."}``."""
+
+    models: list[str] = field(default_factory=lambda: [DEFAULT_MODEL])
+    judges: list[str] = field(default_factory=lambda: [DEFAULT_JUDGE])
+    generator: str = ""  # environment selector, question and exemplar writer; empty: the first judge
+    environments: int = 5
+    shortlist: int = 0
+    questions_per_task: int = 2
+    run_dir: str = ""
+
+    def config(self) -> EvalConfig:
+        """The evaluation config these settings describe (the persona comes with each run's input)."""
+        return EvalConfig(
+            personas=["(given in each run's input)"],
+            models=self.models,
+            judges=self.judges,
+            generator=self.generator or None,
+            environments=self.environments,
+            shortlist=self.shortlist,
+            questions_per_task=self.questions_per_task,
+        )
+
+    def live(self) -> EvalContext:
+        def build() -> EvalContext:
+            return build_context(self.config(), ModelSettings(), _store(self.run_dir), Meter())
+
+        return _once(self, build)
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """A Studio run of the session graph. Input: ``{"persona": "..."}`` (``max_turns``, ``scenario``,
+    ``user_persona`` and ``adversarial`` optional); the agent's own model never judges it."""
+
+    agent: str = DEFAULT_AGENT
+    user: str = DEFAULT_USER
+    judges: list[str] = field(default_factory=lambda: [DEFAULT_JUDGE])
+    run_dir: str = ""
+
+    def live(self) -> SessionContext:
+        def build() -> SessionContext:
+            defaults = SimulateConfig(persona="(given in each run's input)")
+            store = _store(self.run_dir)
+            meter = Meter()
+
+            def client(spec: str, role: str, **overrides: Any) -> ModelClient:
+                return ModelClient.create(spec, role, store=store, meter=meter, **overrides)
+
+            judges, skipped = split_judges(
+                [client(spec, "judge", temperature=0.0, max_tokens=defaults.max_judge_tokens)
+                 for spec in self.judges],
+                self.agent,
+            )
+            return SessionContext(
+                agent=PersonaAgent(client(self.agent, "persona", temperature=defaults.agent_temperature,
+                                          max_tokens=defaults.max_agent_tokens)),
+                user=SimulatedUser(client(self.user, "user_sim", temperature=defaults.user_temperature,
+                                          max_tokens=defaults.max_user_tokens)),
+                judges=judges,
+                verdict_judges=[
+                    client(str(j.spec), "session_judge", temperature=0.0,
+                           max_tokens=defaults.max_verdict_tokens)
+                    for j in judges
+                ],
+                skipped_judges=skipped,
+                store=store,
+                transcripts=Path(store.run_dir) / "transcripts",
+            )
+
+        return _once(self, build)
+
+
+@dataclass(frozen=True)
+class MemoryDialogueSettings:
+    """A Studio run of the memory dialogue graph. Input: ``{"user_id": "...", "messages": [...]}``;
+    ``memories`` is the memory bank (a directory, or a Chroma server's ``http://`` URL)."""
+
+    model: str = DEFAULT_AGENT
+    memories: str = "runs/memory"
+    k: int = 5
+
+    def live(self) -> MemoryDialogueContext:
+        def build() -> MemoryDialogueContext:
+            responder = ModelClient.create(self.model, "memory_responder", temperature=0.7, max_tokens=256)
+            return MemoryDialogueContext(responder=responder, bank=MemoryBank(self.memories), k=self.k)
+
+        return _once(self, build)
+
+
+persona_eval = persona_eval_graph(EvalSettings).compile()
+session = session_graph(SessionSettings).compile()
+memory_dialogue = memory_dialogue_graph(MemoryDialogueSettings).compile()

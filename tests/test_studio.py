@@ -1,0 +1,130 @@
+"""The graphs as LangGraph Studio runs them: settings as the run's context, the persona as the input.
+
+The server test starts the real in-memory dev server (``langgraph dev``, from the ``studio``/``dev``
+extras) on a free loopback port and drives it through its HTTP API, as Studio does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from personagraph.models.testing import register_script
+from personagraph.store import RunStore
+from personagraph.studio import EvalSettings, persona_eval, session
+
+ROOT = Path(__file__).resolve().parents[1]
+COWBOY = "A 70-year-old retired cowboy from Texas"
+EVAL_CONTEXT = {"models": ["test:agent"], "judges": ["test:j1"], "generator": "test:gen",
+                "environments": 2, "questions_per_task": 1}
+
+register_script("studio-user", lambda messages, schema: "Tell me about your day, partner?")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running ``langgraph dev`` on this repository's langgraph.json; always stopped afterwards."""
+    port = _free_port()
+    cwd = tmp_path_factory.mktemp("langgraph-dev")  # the in-memory server keeps its files in its cwd
+    command = [str(Path(sys.executable).with_name("langgraph")), "dev", "--no-browser", "--no-reload",
+               "--allow-blocking", "--port", str(port), "--config", str(ROOT / "langgraph.json")]
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    log = (cwd / "server.log").open("wb")
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("langgraph dev did not start:\n" + (cwd / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def _run(url: str, graph: str, payload: dict) -> tuple[dict, list[str]]:
+    """Creates a thread, runs ``graph`` on it to the end; returns the final state and the nodes run."""
+    with httpx.Client(base_url=url, timeout=120) as client:
+        thread = client.post("/threads", json={}).json()["thread_id"]
+        final = client.post(f"/threads/{thread}/runs/wait", json={"assistant_id": graph, **payload}).json()
+        assert "__error__" not in final, final
+        history = client.post(f"/threads/{thread}/history", json={"limit": 100}).json()
+    steps = [name for snapshot in reversed(history) for name in snapshot.get("next", [])]
+    return final, [name for name in steps if name != "__start__"]
+
+
+def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server):
+    final, steps = _run(server, "persona_eval", {"input": {"persona": COWBOY}, "context": EVAL_CONTEXT})
+    assert final["persona_id"].startswith("a-70-year-old-retired")
+    assert len(final["environments"]) == 2
+    assert len(final["questions"]) == 5  # one per task
+    assert len(final["verdicts"]) == 5 and all(v["status"] == "ok" for v in final["verdicts"])
+    assert steps[0] == "start" and "judge" in steps and steps[-1] == "aggregate"
+
+
+def test_the_dev_server_runs_the_session_graph_to_the_end(server):
+    final, steps = _run(server, "session", {
+        "input": {"persona": COWBOY, "max_turns": 2},
+        # an older client's configurable works as well as context
+        "config": {"configurable": {"agent": "test:agent", "user": "test:studio-user",
+                                    "judges": ["test:j1", "test:agent"]}},
+    })
+    assert final["stop_reason"] == "max_turns" and len(final["turns"]) == 4
+    assert set(final["turns"][1]["scores"]) == {"test:j1"}  # the agent's own model never judges it
+    assert final["result"]["status"] == "finished"
+    assert steps[:3] == ["start", "user", "agent"] and steps[-1] == "verdict"
+
+
+def test_the_context_form_has_a_default_for_every_field():
+    schema = persona_eval.get_context_jsonschema()
+    assert set(schema["properties"]) == {"models", "judges", "generator", "environments", "shortlist",
+                                         "questions_per_task", "run_dir"}
+    assert not schema.get("required")
+    assert not session.get_context_jsonschema().get("required")
+
+
+async def test_settings_with_a_run_dir_keep_the_run_there_and_share_one_store(tmp_path):
+    context = {**EVAL_CONTEXT, "run_dir": str(tmp_path / "studio")}
+    first = await persona_eval.ainvoke({"persona": COWBOY}, context=context)
+    again = await persona_eval.ainvoke({"persona": COWBOY}, context=context)
+    assert EvalSettings(**context).live() is EvalSettings(**context).live()
+    assert again["verdicts"] == first["verdicts"]
+    store = RunStore(tmp_path / "studio", readonly=True, lock=False)
+    try:
+        assert len(list(store.records("verdict"))) == 5
+        assert sum(row["calls"] for row in store.call_stats()) > 0
+    finally:
+        store.close()
+
+
+async def test_a_graph_without_a_context_says_what_it_needs():
+    with pytest.raises(TypeError, match="context must be a EvalContext or settings that build one"):
+        await persona_eval.ainvoke({"persona": COWBOY})
