@@ -62,7 +62,8 @@ async def judge_all(args: argparse.Namespace, pairs: list[tuple[Any, Any]]) -> l
             seconds = time.perf_counter() - started
         rows.append({"protocol": protocol, "id": item.id, "pair": item.id.rsplit("-", 1)[0],
                      "matched": item.id.endswith("-m"), "status": scored.status, "score": scored.score,
-                     "expected": scored.expected, "seconds": seconds, "raw": scored.raw, "error": scored.error})
+                     "expected": scored.expected, "seconds": seconds, "raw": scored.raw,
+                     "error": scored.error})
         print(f"  {protocol:10} {item.id:8} score {scored.score} expected "
               f"{'-' if scored.expected is None else f'{scored.expected:.2f}'} {seconds:.1f}s", flush=True)
 
@@ -85,8 +86,9 @@ def table(rows: list[dict[str, Any]], protocols: list[str], seed: int) -> list[d
         failed = sum(r["status"] != "ok" for r in mine)
         seconds = sum(r["seconds"] for r in mine) / len(mine) if mine else float("nan")
         for kind, field in (("integer", "score"), ("expected", "expected")):
-            both = [(p[True][field], p[False][field]) for p in by_pair.values()
-                    if True in p and False in p and p[True][field] is not None and p[False][field] is not None]
+            complete = [p for p in by_pair.values() if True in p and False in p]
+            both = [(p[True][field], p[False][field]) for p in complete
+                    if p[True][field] is not None and p[False][field] is not None]
             if not both:
                 continue
             stats = variant_stats("swap", [m for m, _ in both], [s for _, s in both], seed=seed)
@@ -141,9 +143,10 @@ def main() -> None:
     for r in results:
         ci = r["pairwise_ci"]
         gap_ci = r["gap_ci"] or [float("nan")] * 2
-        print(f"{r['protocol']:11} {r['kind']:9} {r['pairs']:5d} {r['pairwise']:7.3f} [{ci[0]:.3f}, {ci[1]:.3f}] "
-              f"{r['auc']:6.3f} {r['gap']:7.3f} [{gap_ci[0]:6.3f}, {gap_ci[1]:6.3f}] {r['failed']:6d} "
-              f"{r['s_per_verdict']:9.1f}")
+        print(f"{r['protocol']:11} {r['kind']:9} {r['pairs']:5d} "
+              f"{r['pairwise']:7.3f} [{ci[0]:.3f}, {ci[1]:.3f}] {r['auc']:6.3f} "
+              f"{r['gap']:7.3f} [{gap_ci[0]:6.3f}, {gap_ci[1]:6.3f}] "
+              f"{r['failed']:6d} {r['s_per_verdict']:9.1f}")
     print(f"raw results: {out}")
     print(f"load average at end {load_average()} (machine shared)")
     eligible = [r for r in results if r["s_per_verdict"] <= args.max_s] or results

@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
@@ -59,9 +59,9 @@ class Protocol:
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
-        Protocol("rationale", "judge", "rationale", False, "a short rationale, then the score (earlier default)"),
+        Protocol("rationale", "judge", "rationale", False, "a short rationale, then the score (the old way)"),
         Protocol("score", "judge_score", "score", False, "the score alone"),
-        Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score alone"),
+        Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score only"),
         Protocol("checklist", "judge_checklist", "checklist", True,
                  "numbered persona facts, yes/no questions per rubric, scored by rule from P(yes)"),
     )
@@ -135,7 +135,8 @@ def _checklists() -> dict[str, tuple[Check, ...]]:
         try:
             out[str(task)] = tuple(Check.model_validate(c) for c in checks)
         except (ValidationError, TypeError) as exc:
-            raise PersonagraphError(f"personagraph/{CHECKLISTS_FILE}: {task}: {exc}".splitlines()[0]) from None
+            message = f"personagraph/{CHECKLISTS_FILE}: {task}: {exc}".splitlines()[0]
+            raise PersonagraphError(message) from None
     return out
 
 
@@ -144,7 +145,7 @@ def checklist(rubric: Rubric) -> tuple[Check, ...]:
     return _checklists().get(rubric.task, ())
 
 
-@lru_cache(maxsize=None)
+@cache
 def score_schema(low: int, high: int, with_rationale: bool) -> type[BaseModel]:
     """``{"rationale"?, "score"}`` for a ``low``..``high`` scale (rationale first: the score follows it)."""
     if with_rationale and (low, high) == (1, 5):
@@ -156,7 +157,7 @@ def score_schema(low: int, high: int, with_rationale: bool) -> type[BaseModel]:
     return create_model(f"Judge{'Rationale' if with_rationale else 'Score'}{low}to{high}", **fields)
 
 
-@lru_cache(maxsize=None)
+@cache
 def checklist_schema(n: int) -> type[BaseModel]:
     """``{"q1": "yes"|"no", …}`` for ``n`` questions."""
     answer = (Literal["yes", "no"], Field(description="yes or no"))

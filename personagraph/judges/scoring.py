@@ -2,8 +2,9 @@
 
 Item score = mean of the verdicts that parsed (a failed verdict is missing, never 0): their
 probability-weighted scores (``Verdict.expected_score``) when every parsed verdict has one and the score
-kind is ``expected``, else their integer scores. Task score = mean of item scores. PersonaScore = mean of the five task scores. Everything here reads stored records, so a
-summary can be rebuilt from any run directory.
+kind is ``expected``, else their integer scores. Task score = mean of item scores. PersonaScore = mean
+of the five task scores. Everything here reads stored records, so a summary can be rebuilt from any run
+directory.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import numpy as np
 
 from personagraph.judges.stats import describe, independent_bootstrap_ci, krippendorff_alpha, mean_of_means
 from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
-
 
 ScoreKind = Literal["expected", "integer"]
 

@@ -48,7 +48,7 @@ class TokenLogprobs:
 
     token: str
     logprob: float
-    top: tuple[tuple[str, float], ...]  # (token, logprob), most likely first; includes ``token`` when in the top k
+    top: tuple[tuple[str, float], ...]  # (token, logprob), most likely first; ``token`` too when in the top k
 
 
 def parse_logprobs(data: Any) -> list[TokenLogprobs] | None:

@@ -126,7 +126,7 @@ def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, 
     return _free_text(messages, rng)
 
 
-_TOKEN = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")  # digits one by one, as Qwen/Llama tokenize them
+_TOKEN = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")  # digits one by one, as Qwen tokenizes them
 _DIGIT_SPREAD = {0: 0.6, 1: 0.15, 2: 0.05}  # P(chosen digit ± distance)
 
 
@@ -142,7 +142,8 @@ def token_logprobs(text: str, top_logprobs: int) -> list[dict[str, Any]]:
                        for other in sorted({value - d, value + d}) if 0 <= other <= 9]
         else:
             p = rng.uniform(0.5, 0.99)
-            options = [(token, p)] + [(f"{token}~{i}", (1 - p) / 2 ** (i + 1)) for i in range(top_logprobs)]
+            options = [(token, p)]
+            options += [(f"{token}~{i}", (1 - p) / 2 ** (i + 1)) for i in range(top_logprobs)]
         options.sort(key=lambda option: -option[1])
         top = [{"token": t, "logprob": math.log(p)} for t, p in options[:top_logprobs]]
         chosen = next(p for t, p in options if t == token)

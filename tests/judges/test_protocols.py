@@ -106,7 +106,8 @@ def test_checklist_score_follows_the_rule() -> None:
     answers = {"q1": "yes", "q2": "no", "q3": "no"}
     score, expected = checklist_score(checks, answers, None, (1, 5))
     assert score == 1 + round(4 * 2 / 4) and expected is None
-    logprobs = tokens('{"q1": "', ("yes", {"yes": 0.9, "no": 0.1}), '", "q2": "', ("no", {"no": 0.7, "yes": 0.3}),
+    logprobs = tokens('{"q1": "', ("yes", {"yes": 0.9, "no": 0.1}),
+                      '", "q2": "', ("no", {"no": 0.7, "yes": 0.3}),
                       '", "q3": "', ("no", {"no": 0.8, "Yes": 0.2}), '"}')
     score, expected = checklist_score(checks, answers, logprobs, (1, 5))
     assert expected == pytest.approx(1 + 4 * (0.9 + 2 * 0.3 + 0.8) / 4)
@@ -117,8 +118,8 @@ async def test_every_protocol_scores_with_test_models() -> None:
     rubric = load_rubric("persona_consistency")
     assert checklist(rubric) and not checklist(load_rubric("toxicity_control"))
     for name in PROTOCOLS:
-        scored = await score_response(client, rubric, persona="I am a nurse. I live in Ohio.", question="Job?",
-                                      response="I work nights at the hospital.", protocol=name)
+        scored = await score_response(client, rubric, persona="I am a nurse. I live in Ohio.",
+                                      question="Job?", response="I work nights.", protocol=name)
         assert scored.status == "ok" and 1 <= scored.score <= 5, name
         assert scored.expected is not None and 1 <= scored.expected <= 5, name
     fallback = await score_response(client, load_rubric("toxicity_control"), persona="p", question="q",
@@ -132,4 +133,5 @@ def test_protocol_choice() -> None:
     assert get_protocol(None, "local:qwen2.5-coder-1.5b").name in PROTOCOLS
     with pytest.raises(PersonagraphError, match="--judge-protocol 'nope': unknown"):
         get_protocol("nope", "test:x")
-    assert persona_facts("i like dogs. i am 30!  i live in ohio") == ["i like dogs.", "i am 30!", "i live in ohio"]
+    facts = persona_facts("i like dogs. i am 30!  i live in ohio")
+    assert facts == ["i like dogs.", "i am 30!", "i live in ohio"]

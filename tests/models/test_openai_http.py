@@ -12,7 +12,8 @@ from personagraph.models import ModelClient, openai_http
 from personagraph.models.openai_http import TokenLogprobs, parse_logprobs
 
 LOGPROBS = {"content": [
-    {"token": "4", "logprob": -0.2, "top_logprobs": [{"token": "4", "logprob": -0.2}, {"token": "5", "logprob": -1.9}]},
+    {"token": "4", "logprob": -0.2,
+     "top_logprobs": [{"token": "4", "logprob": -0.2}, {"token": "5", "logprob": -1.9}]},
 ]}
 
 
@@ -46,7 +47,8 @@ async def test_logprobs_are_asked_for_and_parsed(server) -> None:
     reply = await openai_http.chat_completion(url, "", body, timeout_s=10)
     assert seen[-1]["top_logprobs"] == 2 and seen[-1]["logprobs"] is True
     assert reply.logprobs == [TokenLogprobs("4", -0.2, (("4", -0.2), ("5", -1.9)))]
-    plain = await openai_http.chat_completion(url, "", {"model": "m", "messages": body["messages"]}, timeout_s=10)
+    plain_body = {"model": "m", "messages": body["messages"]}
+    plain = await openai_http.chat_completion(url, "", plain_body, timeout_s=10)
     assert plain.text == "4" and plain.logprobs is None and plain.input_tokens == 7
 
 
