@@ -134,8 +134,11 @@ def import_(
     def body() -> None:
         if fmt not in ("auto", "personagraph", "madial"):
             raise PersonagraphError(f"--format {fmt}: choose auto, personagraph or madial")
-        bank = open_bank(memory_dir, chroma_url, collection, embedding_model)
-        n = bank.import_file(file, fmt=fmt, user_id=user, madial_split=madial_split, replace=replace)
+        from personagraph.memory.bank import read_memories
+
+        # read (and check) the whole file before the bank exists: a bad file leaves no empty bank behind
+        memories = read_memories(file, fmt=fmt, user_id=user, madial_split=madial_split)
+        n = open_bank(memory_dir, chroma_url, collection, embedding_model).save(memories, replace=replace)
         console.print(plain(f"imported {n} memories from {file}"))
 
     run(body)

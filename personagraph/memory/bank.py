@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 import numpy as np
+from chromadb.errors import NotFoundError
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from personagraph.embeddings import encode
@@ -165,7 +167,7 @@ class MemoryBank:
         self._hnsw = {**DEFAULT_HNSW, **(hnsw or {})}
         self._embedding = LocalSentenceEmbedding(model_path)
         self._collections: dict[str, Any] = {}
-        try:
+        with self._reaching():
             self._settings = self.client.get_or_create_collection(
                 collection,
                 metadata={
@@ -175,8 +177,6 @@ class MemoryBank:
                 },
                 embedding_function=self._embedding,
             )
-        except Exception as exc:  # noqa: BLE001 - chroma's validation errors are user errors here
-            raise PersonagraphError(f"cannot open memory bank {collection!r} at {location}: {exc}") from None
         meta = self._settings.metadata or {}
         self.document_format: DocumentFormat = meta.get("document_format", document_format)
         stored_model = meta.get("embedding_model", "default")
@@ -185,6 +185,20 @@ class MemoryBank:
                 f"memory bank {collection!r} was built with embedding model {stored_model}, not {model_path}"
             )
         self._batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turns a failure to reach the bank (server down, auth refused, bad reply) into one line naming it.
+
+        A missing user collection is not such a failure (callers ask for it with ``create=False``).
+        """
+        try:
+            yield
+        except (PersonagraphError, NotFoundError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - chroma raises transport and auth errors of many types
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise PersonagraphError(f"memory bank {self.name!r} at {self.location}: {reason}") from None
 
     # --- collections ------------------------------------------------------------------------------
     def collection_name(self, user_id: str) -> str:
@@ -198,16 +212,17 @@ class MemoryBank:
             return self._collections[user_id]
         name = self.collection_name(user_id)
         try:
-            if create:
-                col = self.client.get_or_create_collection(
-                    name,
-                    configuration={"hnsw": dict(self._hnsw)},
-                    metadata={"personagraph_bank": self.name, "user_id": user_id},
-                    embedding_function=self._embedding,
-                )
-            else:
-                col = self.client.get_collection(name, embedding_function=self._embedding)
-        except Exception:
+            with self._reaching():
+                if create:
+                    col = self.client.get_or_create_collection(
+                        name,
+                        configuration={"hnsw": dict(self._hnsw)},
+                        metadata={"personagraph_bank": self.name, "user_id": user_id},
+                        embedding_function=self._embedding,
+                    )
+                else:
+                    col = self.client.get_collection(name, embedding_function=self._embedding)
+        except NotFoundError:  # only this means "no memories yet"; a server that is down is an error
             if create:
                 raise
             return None
@@ -362,7 +377,9 @@ class MemoryBank:
     def users(self) -> list[str]:
         """Every user id that has a collection in this bank."""
         found = []
-        for col in self.client.list_collections():
+        with self._reaching():
+            collections = self.client.list_collections()
+        for col in collections:
             meta = getattr(col, "metadata", None) or {}
             if meta.get("personagraph_bank") == self.name and meta.get("user_id") is not None:
                 found.append(str(meta["user_id"]))
@@ -377,9 +394,10 @@ class MemoryBank:
         col = self._user_collection(user_id, create=False)
         if n <= 0 or queries.shape[0] == 0 or col is None:
             return [[] for _ in range(queries.shape[0])]
-        got = col.query(
-            query_embeddings=queries, n_results=n, include=["metadatas", "distances", "embeddings"]
-        )
+        with self._reaching():
+            got = col.query(
+                query_embeddings=queries, n_results=n, include=["metadatas", "distances", "embeddings"]
+            )
         out: list[list[Hit]] = []
         for row in range(queries.shape[0]):
             metas = got["metadatas"][row] if got["metadatas"] else []
@@ -409,7 +427,10 @@ class MemoryBank:
         replace: bool = False,
     ) -> int:
         """Imports memories from a JSONL file (see :func:`read_memories`); returns how many."""
-        memories = read_memories(path, fmt=fmt, user_id=user_id, madial_split=madial_split)
+        return self.save(read_memories(path, fmt=fmt, user_id=user_id, madial_split=madial_split), replace=replace)
+
+    def save(self, memories: Sequence[Memory], *, replace: bool = False) -> int:
+        """Adds memories (``replace``: overwriting those whose id exists); returns how many."""
         if replace:
             self.upsert(memories)
         else:
@@ -459,7 +480,7 @@ def read_memories(
     76). For our format ``user_id`` fills in lines without one.
 
     Raises:
-        PersonagraphError: naming file and line for malformed JSON or a bad memory.
+        PersonagraphError: naming file and line for malformed JSON or a bad memory; an empty file.
     """
     path = Path(path)
     memories: list[Memory] = []
@@ -506,4 +527,6 @@ def read_memories(
             )
         seen[key] = number
         memories.append(memory)
+    if not memories:
+        raise PersonagraphError(f"{path}: empty file (no records)")
     return memories

@@ -94,3 +94,43 @@ def test_memory_dir_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(PersonagraphError, match="not a directory"):
         MemoryBank(tmp_path / "f")
+
+
+def test_a_server_that_cannot_be_reached_is_one_line_naming_it(bank: MemoryBank, monkeypatch) -> None:
+    import httpx
+
+    def down(*args, **kwargs):
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(bank.client, "get_collection", down)
+    with pytest.raises(PersonagraphError) as caught:
+        bank.search("a", "beach")  # not "no memories yet"
+    assert str(caught.value) == (f"memory bank 'memories' at {bank.location}: "
+                                 "ConnectError: [Errno 111] Connection refused")
+
+
+def test_auth_refused_is_not_an_empty_bank(bank: MemoryBank, monkeypatch) -> None:
+    from chromadb.errors import ChromaAuthError
+
+    monkeypatch.setattr(bank.client, "get_collection", lambda *a, **k: (_ for _ in ()).throw(ChromaAuthError("forbidden")))
+    with pytest.raises(PersonagraphError, match=r"at .*chroma: ChromaAuthError: forbidden"):
+        bank.count("a")
+
+
+def test_no_chroma_server_at_the_url(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(PersonagraphError) as caught:
+        MemoryBank(f"http://127.0.0.1:{port}")
+    assert str(caught.value).startswith(f"cannot reach the Chroma server at http://127.0.0.1:{port}")
+    assert "\n" not in str(caught.value)
+
+
+def test_an_empty_memory_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(PersonagraphError, match=r"m.jsonl: empty file \(no records\)"):
+        read_memories(path, user_id="bart")

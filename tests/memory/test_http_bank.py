@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from personagraph.errors import PersonagraphError
 from personagraph.memory.bank import Memory, MemoryBank
 
 
@@ -22,7 +23,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def chroma_url(tmp_path: Path) -> Iterator[str]:
+def chroma_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     binary = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
     if not Path(binary).exists():
         pytest.skip("the chroma server CLI is not installed")
@@ -41,10 +42,30 @@ def chroma_url(tmp_path: Path) -> Iterator[str]:
             time.sleep(0.2)
         else:
             pytest.skip("chroma server did not start within 60 s")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture
+def chroma_url(chroma_server: tuple[str, subprocess.Popen[bytes]]) -> str:
+    return chroma_server[0]
+
+
+def test_a_stopped_server_is_a_one_line_error(chroma_server: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, server = chroma_server
+    bank = MemoryBank(url)
+    bank.add([Memory(id="1", user_id="u", event="I went to the beach")])
+    server.terminate()
+    server.wait(timeout=30)
+    with pytest.raises(PersonagraphError) as caught:
+        MemoryBank(url).search("u", "beach")  # a fresh bank: no cached collection
+    assert str(caught.value).startswith(f"cannot reach the Chroma server at {url}")
+    with pytest.raises(PersonagraphError) as caught:
+        bank.search("u", "beach")  # the open bank: recall never quietly returns nothing
+    assert str(caught.value).startswith(f"memory bank 'memories' at {url}: ")
+    assert "\n" not in str(caught.value)
 
 
 def test_http_bank_same_code_path_and_isolation(chroma_url: str) -> None:
