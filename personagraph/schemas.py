@@ -115,7 +115,7 @@ class Verdict(BaseModel):
 
 
 class ItemScore(BaseModel):
-    """An answer's score: the mean of the verdicts that parsed (None when none did)."""
+    """An answer's score: the mean of the verdicts that parsed (None when none did; see judges.scoring)."""
 
     answer_id: str
     question_id: str
@@ -125,6 +125,7 @@ class ItemScore(BaseModel):
     score: float | None
     n_verdicts: int
     n_failed: int
+    non_answer: bool = False  # a failed or empty answer: never judged, scored as the rubric's minimum
 
 
 # --- LLM structured output ---------------------------------------------------------------------------

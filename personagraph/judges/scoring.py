@@ -5,6 +5,11 @@ probability-weighted scores (``Verdict.expected_score``) when every parsed verdi
 kind is ``expected``, else their integer scores. Task score = mean of item scores. PersonaScore = mean
 of the five task scores. Everything here reads stored records, so a summary can be rebuilt from any run
 directory.
+
+Failing is never cheaper than answering badly: a failed or empty answer is a non-answer, scored as its
+rubric's minimum and counted (``non_answers="minimum"``, the default; ``"exclude"`` leaves it out and
+says so). A task with no scored answer makes the PersonaScore *incomplete* (None, with the missing
+tasks named) rather than a mean over fewer tasks.
 """
 
 from __future__ import annotations
@@ -16,10 +21,19 @@ from typing import Any, Literal
 
 import numpy as np
 
+from personagraph.environments.pool import task_by_name
+from personagraph.judges.rubrics import load_rubric
 from personagraph.judges.stats import describe, independent_bootstrap_ci, krippendorff_alpha, mean_of_means
 from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
 
 ScoreKind = Literal["expected", "integer"]
+NonAnswers = Literal["minimum", "exclude"]
+
+
+def minimum_score(task: str) -> float:
+    """The lowest score of a task's rubric: what a non-answer (failed or empty) earns."""
+    found = task_by_name(task)
+    return float(load_rubric(found.rubric).scale[0]) if found is not None else 1.0
 
 
 def used_score_kind(verdicts: Iterable[Verdict], wanted: ScoreKind = "expected") -> ScoreKind:
@@ -31,9 +45,14 @@ def used_score_kind(verdicts: Iterable[Verdict], wanted: ScoreKind = "expected")
 
 
 def score_items(
-    answers: Iterable[Answer], verdicts: Iterable[Verdict], score_kind: ScoreKind = "expected"
+    answers: Iterable[Answer], verdicts: Iterable[Verdict], score_kind: ScoreKind = "expected",
+    non_answers: NonAnswers = "minimum",
 ) -> list[ItemScore]:
-    """One ItemScore per answer: the mean of its parsed verdicts (None if there is none)."""
+    """One ItemScore per answer: the mean of its parsed verdicts (None if there is none).
+
+    A failed or empty answer (never judged) scores its rubric's minimum with ``non_answer`` set, or None
+    with ``non_answers="exclude"``.
+    """
     verdicts = list(verdicts)
     expected = used_score_kind(verdicts, score_kind) == "expected"
     by_answer: dict[str, list[Verdict]] = defaultdict(list)
@@ -41,6 +60,13 @@ def score_items(
         by_answer[verdict.answer_id].append(verdict)
     items = []
     for answer in answers:
+        if answer.status != "ok":
+            items.append(ItemScore(
+                answer_id=answer.id, question_id=answer.question_id, persona_id=answer.persona_id,
+                model=answer.model, task=answer.task, n_verdicts=0, n_failed=0, non_answer=True,
+                score=minimum_score(answer.task) if non_answers == "minimum" else None,
+            ))
+            continue
         found = by_answer.get(answer.id, [])
         scores = [v.expected_score if expected else v.score
                   for v in found if v.status == "ok" and v.score is not None]
@@ -72,13 +98,19 @@ def _persona_score_ci(per_task: dict[str, list[float]], seed: int = 0) -> list[f
 
 def summarize_scores(
     answers: list[Answer], verdicts: list[Verdict], judges: list[str], seed: int = 0,
-    score_kind: ScoreKind = "expected",
+    score_kind: ScoreKind = "expected", non_answers: NonAnswers = "minimum",
+    tasks: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """The per-model scores and judge agreement, in the shape of ``summary.json``'s model section.
 
-    ``score_kind``: the scores wanted; ``summary["score_kind"]`` says which were used.
+    ``score_kind``: the scores wanted; ``summary["score_kind"]`` says which were used. ``non_answers``:
+    how failed or empty answers count (see the module). ``tasks``: the tasks every model must have a
+    scored answer in for a PersonaScore — the run's tasks (the five, or a static benchmark's); default:
+    every task any answer is in.
     """
-    items = score_items(answers, verdicts, score_kind)
+    wanted = set(tasks) if tasks is not None else {a.task for a in answers}
+    expected_tasks = [t for t in TASK_NAMES if t in wanted]
+    items = score_items(answers, verdicts, score_kind, non_answers)
     models: dict[str, Any] = {}
     for model in sorted({a.model for a in answers}):
         model_answers = [a for a in answers if a.model == model]
@@ -101,15 +133,20 @@ def summarize_scores(
                 "n": summary.n,
                 "questions": len(task_answers),
                 "failed_answers": len(task_answers) - answered,
+                "non_answers_scored": sum(i.non_answer and i.score is not None
+                                          for i in model_items if i.task == task),
                 "refusals": refusals,
                 "refusal_rate": refusals / answered if answered else None,
             }
         task_means = [t["mean"] for t in tasks.values() if t["mean"] is not None]
+        missing = [t for t in expected_tasks if tasks.get(t, {}).get("mean") is None]
         answered = sum(a.status == "ok" for a in model_answers)
         refusals = sum(a.refusal for a in model_answers)
         models[model] = {
-            "persona_score": float(np.mean(task_means)) if task_means else None,
-            "ci": _persona_score_ci(per_task_scores, seed),
+            "persona_score": float(np.mean(task_means)) if task_means and not missing else None,
+            "incomplete": bool(missing),
+            "tasks_missing": missing,
+            "ci": _persona_score_ci(per_task_scores, seed) if not missing else None,
             "tasks_scored": len(task_means),
             "refusal_rate": refusals / answered if answered else None,
             "refusals": refusals,
@@ -125,6 +162,7 @@ def summarize_scores(
     return {
         "models": models,
         "score_kind": used_score_kind(verdicts, score_kind),
+        "non_answers": non_answers,
         "failed_verdicts": len(failed),
         "verdicts": len(verdicts),
         "judge_agreement": {
