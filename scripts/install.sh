@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine: a virtualenv in .venv with personagraph, its embedded models (llama.cpp is
-# built from source on first install, ~12 minutes on 2 cores; pip caches the wheel) and the system data
-# some metrics need. Idempotent.
+# Sets up a fresh machine: a virtualenv in .venv with personagraph, its embedded models (llama.cpp's
+# server is built from source on first install for every x86-64 CPU level, ~13 minutes on 2 cores; see
+# scripts/build_llama_server.sh) and the system data some metrics need. Idempotent.
 #
 # Usage: bash scripts/install.sh          runtime + embedded models
 #        bash scripts/install.sh --dev    also test tools, Ray, Postgres checkpointer, Chromium
@@ -19,6 +19,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 [ -x .venv/bin/python ] || python3 -m venv .venv
 # torch is pinned to the CPU build (constraints.txt); a looser pin would pull a multi-GB CUDA build.
 .venv/bin/pip install -q -c constraints.txt -e ".[${extras}]"
+# The engine of the embedded models (skipped when the installed build is current).
+bash scripts/build_llama_server.sh .venv
 
 # METEOR needs WordNet, which is not on PyPI: Debian's packages, copied where nltk looks.
 bash scripts/install_wordnet.sh

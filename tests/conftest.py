@@ -21,21 +21,18 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def embedded_available() -> bool:
-    """Whether llama-cpp-python and the embedded model packages are installed."""
-    import importlib.util
-
+    """Whether llama.cpp's server is built and the embedded model packages are installed."""
     from personagraph.models import LOCAL_MODELS
+    from personagraph.models.engine import is_built
     from personagraph.models.weights import is_installed
 
-    return importlib.util.find_spec("llama_cpp") is not None and all(
-        is_installed(m) for m in LOCAL_MODELS.values()
-    )
+    return is_built() and all(is_installed(m) for m in LOCAL_MODELS.values())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if embedded_available():
         return
-    skip = pytest.mark.skip(reason="embedded models not installed (pip install 'personagraph[local]')")
+    skip = pytest.mark.skip(reason="embedded models not installed (bash scripts/install.sh)")
     for item in items:
         if "embedded" in item.keywords:
             item.add_marker(skip)

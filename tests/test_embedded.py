@@ -1,6 +1,8 @@
-"""End to end on the real embedded models (llama.cpp on the CPU), on tiny inputs."""
+"""End to end on the real embedded models (llama.cpp's server on the CPU), on tiny inputs."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -8,6 +10,7 @@ from personagraph.agents import PersonaAgent
 from personagraph.judges.judge import score_response
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
+from personagraph.models.engine import engine_for
 from personagraph.schemas import JudgeReply
 
 pytestmark = pytest.mark.embedded
@@ -35,12 +38,12 @@ async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
     assert scored.score == verdict.score
 
 
-def test_loaded_models_are_closed_once_and_can_be_loaded_again() -> None:
-    from personagraph.models import local
-
-    first = local.load_llama("qwen2.5-coder-0.5b")
-    local.close_models()
-    assert local._models == {}
-    local.close_models()  # at exit it runs again after tests closed everything: a no-op
-    again = local.load_llama("qwen2.5-coder-0.5b")
-    assert again is not first and again.tokenize(b"howdy")
+async def test_the_engine_runs_on_this_cpu_with_a_cpu_backend_chosen_for_it() -> None:
+    """Would have caught issue 13 (a crash in llama_decode on AMX CPUs): a real call on whatever CPU runs
+    the tests, through the portable build; the engine's log names the CPU variant ggml loaded."""
+    client = ModelClient.create("local:qwen2.5-coder-0.5b", "persona", max_tokens=8)
+    reply = await client.complete([{"role": "user", "content": "Say howdy."}])
+    assert reply.ok and reply.text.strip(), reply.error
+    engine = engine_for("qwen2.5-coder-0.5b")
+    assert engine.deaths == [] and engine.pid is not None
+    assert re.search(r"loaded CPU backend from \S*libggml-cpu-\w+\.so", engine.log_path.read_text())

@@ -219,7 +219,7 @@ class ModelClient:
         self.retry = retry or RetryPolicy(max_retry_after_s=settings.max_retry_after_s)
         register_secret(settings.api_key.get_secret_value() if settings.api_key else None)
         self._base_url = settings.base_url or ""
-        # local: specs go to their model's llama.cpp server (models/engine.py), as many at once as it has slots
+        # local: specs go to their model's llama.cpp server (models/engine.py), as many at once as its slots
         self._engine = engine_for(spec.name) if spec.provider == "local" else None
         self._concurrency = self._engine.slots if self._engine is not None else settings.concurrency
         # openai: specs go over a lean HTTP path (see openai_http) with the endpoint the factory resolved.

@@ -16,7 +16,7 @@ def make_chat_model(spec: str | ModelSpec, settings: ModelSettings | None = None
 
     ``openai:<model>`` goes to any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server):
     ``settings.base_url``/``settings.api_key`` or the ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` variables.
-    ``local:<name>`` runs an embedded model in process; ``test:<name>`` is the deterministic test model.
+    ``local:<name>`` is an embedded model served by its llama.cpp engine (models/engine.py); ``test:<name>`` is the deterministic test model.
     """
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     settings = settings or ModelSettings()

@@ -19,10 +19,14 @@ _verified: set[Path] = set()
 _lock = threading.Lock()
 
 
+def cache_root() -> Path:
+    """``$PERSONAGRAPH_CACHE_DIR`` or ``~/.cache/personagraph``: assembled weights, engine logs."""
+    return Path(os.environ.get("PERSONAGRAPH_CACHE_DIR") or Path.home() / ".cache" / "personagraph")
+
+
 def cache_dir() -> Path:
-    """``$PERSONAGRAPH_CACHE_DIR`` or ``~/.cache/personagraph``, where assembled weights live."""
-    root = os.environ.get("PERSONAGRAPH_CACHE_DIR") or Path.home() / ".cache" / "personagraph"
-    return Path(root) / "models"
+    """Where assembled weights live: ``models/`` in :func:`cache_root`."""
+    return cache_root() / "models"
 
 
 def part_files(model: LocalModel) -> list[Path]:

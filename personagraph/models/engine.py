@@ -1,0 +1,255 @@
+"""The embedded models' engine: one managed llama.cpp server (``llama-server``) per model, on loopback.
+
+Why a server process, and not llama.cpp inside this process (llama-cpp-python, the previous design):
+
+- A native crash is an error, not the end of the run. llama.cpp segfaulted in ``llama_decode`` on AMX
+  CPUs (issue 13) and took the CLI down with it. Now the server dies, the calls in flight fail as
+  dropped connections (the model layer retries those), the engine is restarted once, and a second
+  death ends the run with one line (:class:`EngineFailed`); the run store keeps every finished call,
+  so the same command resumes.
+- Continuous batching: the server decodes the requests of all its slots in one batch, so the graph's
+  concurrent calls share the CPU instead of waiting for each other (see ``SLOTS``).
+- One call path: ``local:`` calls are OpenAI-compatible HTTP calls (``models/openai_http.py``), as
+  ``openai:`` calls are.
+
+The binary comes from ``scripts/build_llama_server.sh``: one CPU backend per x86-64 level, the best
+one chosen by ggml at start, so it runs on every x86-64 CPU. Starting and stopping is invisible: the
+server starts at the first call of its model, on a port the OS picks (``--port 0``; the server logs
+the address), writes its log to the cache dir, is stopped at exit and killed by the kernel if this
+process dies first (``PR_SET_PDEATHSIG``); it runs in its own session, so Ctrl-C reaches us only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from personagraph.errors import PersonagraphError
+from personagraph.models.spec import LOCAL_MODELS, LocalModel
+from personagraph.models.weights import cache_root, ensure_weights
+
+SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary (tests, packagers)
+# Parallel slots per model, and the context of each. Measured on 2 cores (bench/embedded.py, README):
+# TODO(measure) fill in.
+SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
+CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
+START_TIMEOUT_S = 180.0
+_LISTENING = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # resolved here: the child must not dlopen between fork and exec
+
+
+class EngineFailed(PersonagraphError):
+    """An embedded model's engine died again after its one restart, or could not start.
+
+    A PersonagraphError on purpose: the model layer lets it through, so the run stops with its one
+    line (every finished call is already stored) instead of failing each remaining call."""
+
+
+def server_path() -> Path:
+    """The llama-server binary: ``$PERSONAGRAPH_LLAMA_SERVER``, else the one installed in this venv."""
+    override = os.environ.get(SERVER_ENV)
+    return Path(override) if override else Path(sys.prefix) / "lib" / "personagraph-llama" / "llama-server"
+
+
+def is_built() -> bool:
+    """Whether the llama-server binary is installed."""
+    return server_path().is_file()
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+
+
+def _describe(returncode: int) -> str:
+    """``SIGSEGV``, ``SIGKILL``, … for a death by signal, else the exit code."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _child_setup() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Dies with its parent (SIGKILL when the spawning thread's process is gone), never dumps core."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+# Engines are spawned by this one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
+# forked the child ends, so a short-lived worker thread (asyncio.to_thread, one loop's executor) would
+# take the server down with it.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-engine")
+
+
+class Engine:
+    """One embedded model's llama-server: started on demand, restarted once after a death."""
+
+    def __init__(self, model: LocalModel, slots: int = SLOTS) -> None:
+        self.model = model
+        self.slots = slots
+        self.deaths: list[str] = []  # how each earlier process ended (SIGSEGV, SIGKILL, exit code 1, …)
+        self.log_path = cache_root() / "logs" / f"llama-server-{model.name}-{os.getpid()}.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._url = ""
+        self._failure = ""
+        self._lock = threading.Lock()
+
+    @property
+    def spec(self) -> str:
+        return f"local:{self.model.name}"
+
+    @property
+    def pid(self) -> int | None:
+        """The running server's process id (None before the first call or after a death)."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    async def base_url(self) -> str:
+        """The server's OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``), started if needed.
+
+        Raises:
+            EngineFailed: the engine died twice (or cannot start); the message names model and log.
+        """
+        if self.pid is not None:
+            return self._url
+        return await asyncio.wrap_future(_spawner.submit(self._ensure))
+
+    def _ensure(self) -> str:
+        with self._lock:
+            while True:
+                if self._failure:
+                    raise EngineFailed(self._failure)
+                if self._process is not None:
+                    if self._process.poll() is None:
+                        return self._url
+                    self.deaths.append(_describe(self._process.returncode))
+                    self._process = None
+                if len(self.deaths) >= 2:
+                    self._failure = (f"{self.spec}: the llama.cpp engine died twice "
+                                     f"({', '.join(self.deaths)}); see {self.log_path}")
+                    raise EngineFailed(self._failure)
+                self._start()  # returns when ready, or when the process died (recorded on the next turn)
+
+    def _start(self) -> None:
+        binary = server_path()
+        if not binary.is_file():
+            self._failure = (f"{self.spec} needs llama.cpp's server, which is not built ({binary} is "
+                             "missing); build it with: bash scripts/build_llama_server.sh")
+            raise EngineFailed(self._failure)
+        try:
+            weights = ensure_weights(self.model)
+        except PersonagraphError as exc:  # missing weight packages: every call would fail the same way
+            self._failure = str(exc)
+            raise EngineFailed(self._failure) from None
+        threads = str(_threads())
+        command = [
+            str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
+            "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
+            "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
+            "--no-webui", "--log-timestamps",
+        ]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            offset = log.tell()
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"--- {started} personagraph: {' '.join(command)}\n".encode())
+            log.flush()
+            libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
+            env = {**os.environ, "LD_LIBRARY_PATH": libraries}  # its libraries lie beside it
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=_child_setup,
+            )
+        self._url = self._wait_ready(offset)
+
+    def _wait_ready(self, offset: int) -> str:
+        """Waits for the server's "listening on" line (logged once the model is loaded), then /health."""
+        assert self._process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = ""
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                return ""
+            if not url:
+                with self.log_path.open("rb") as log:
+                    log.seek(offset)
+                    if found := _LISTENING.search(log.read()):
+                        url = found.group(1).decode()
+            if url and _healthy(url):
+                return url + "/v1"
+            time.sleep(0.05)
+        self._kill()
+        self._failure = f"{self.spec}: the llama.cpp engine did not start within {START_TIMEOUT_S:.0f}s; " \
+                        f"see {self.log_path}"
+        raise EngineFailed(self._failure)
+
+    def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def stop(self) -> None:
+        """Stops the server (idempotent); the next call starts a new one. Its log is removed unless it
+        has died before: then the log is what the error message points to."""
+        with self._lock:
+            self._kill()
+            if not self.deaths:
+                self.log_path.unlink(missing_ok=True)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(name: str) -> Engine:
+    """The process-wide engine of the embedded model ``name`` (created on first use, started lazily)."""
+    with _engines_lock:
+        if name not in _engines:
+            _engines[name] = Engine(LOCAL_MODELS[name])
+        return _engines[name]
+
+
+def stop_engines() -> None:
+    """Stops every engine of this process (at exit; tests call it too)."""
+    with _engines_lock:
+        engines = list(_engines.values())
+    for engine in engines:
+        engine.stop()
+
+
+atexit.register(stop_engines)
+
+
+def _forget_engines_after_fork() -> None:  # pragma: no cover - in a forked child
+    """A forked child does not own its parent's servers: it starts its own when it needs them."""
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)

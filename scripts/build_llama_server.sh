@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's OpenAI-compatible server (llama-server), which runs the embedded `local:` models,
+# and installs it with its shared libraries into the virtualenv: .venv/lib/personagraph-llama/.
+#
+# Portable by construction: GGML_NATIVE=OFF with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS builds one CPU
+# backend per x86-64 level (x64, sse42, … haswell, skylakex, icelake, … sapphirerapids with AMX) and
+# ggml loads the best one for the CPU it runs on, at start. Never -march=native: a binary built on one
+# CPU must not be reused on another (pip's wheel cache did exactly that with llama-cpp-python).
+# The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked).
+# Idempotent: skips the build when the installed stamp matches the pinned version and flags.
+#
+# Usage: bash scripts/build_llama_server.sh [VENV]      (default: .venv)
+# Takes ~13 minutes on 2 cores (measured: see README); set JOBS to change the parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${1:-.venv}"
+dest="$venv/lib/personagraph-llama"
+version="0.3.36"
+sdist_sha256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+flags=(
+  -DCMAKE_BUILD_TYPE=Release
+  -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DBUILD_SHARED_LIBS=ON
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF  # the prebuilt UI is a download
+  -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
+  -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN"  # libraries beside the binary
+)
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]}"
+
+if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
+  echo "llama-server $version already built in $dest"
+  exit 0
+fi
+command -v c++ >/dev/null || { echo "error: a C++ compiler is needed (Debian: apt-get install g++)" >&2; exit 1; }
+cmake_bin="$(command -v cmake || true)"
+if [ -z "$cmake_bin" ]; then  # no system cmake: PyPI's
+  "$venv/bin/pip" install -q "cmake>=3.21"
+  cmake_bin="$venv/bin/cmake"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+echo "building llama-server $version (all x86-64 CPU variants; ~13 minutes on 2 cores) ..."
+printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$version" "$sdist_sha256" >"$work/requirements.txt"
+"$venv/bin/pip" download -q --no-deps --no-binary :all: --require-hashes \
+  -r "$work/requirements.txt" -d "$work"
+tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
+src="$work/llama_cpp_python-$version/vendor/llama.cpp"
+"$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" >"$work/cmake.log" \
+  || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
+"$cmake_bin" --build "$work/build" -j "${JOBS:-$(nproc)}" --target llama-server >"$work/build.log" 2>&1 \
+  || { grep -m 20 -i "error" "$work/build.log" >&2; exit 1; }
+
+# The binary, the libraries it links and every CPU variant, in one folder (ggml looks for the variants
+# beside the executable); replaced as a whole so a half-copied install is never used.
+rm -rf "$dest.new"
+mkdir -p "$dest.new"
+cp -a "$work/build/bin/llama-server" "$work/build/bin/"*.so* "$dest.new/"
+echo "$stamp" >"$dest.new/BUILD_STAMP"
+rm -rf "$dest"
+mv "$dest.new" "$dest"
+echo "llama-server installed in $dest"

@@ -1,0 +1,63 @@
+"""A stand-in for llama-server in tests: accepts its command line, serves bench/fake_openai's replies.
+
+Like llama-server it binds ``--host``/``--port`` (0: the OS picks), logs ``listening on http://HOST:PORT``
+once ready and answers ``GET /health``. ``FAKE_ENGINE_DELAY`` (seconds per reply) keeps calls in flight;
+``FAKE_ENGINE_EXIT`` makes it exit at once with that code (an engine that cannot start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from aiohttp import web  # noqa: E402
+
+from bench.fake_openai import FakeOpenAI  # noqa: E402
+
+
+async def serve(host: str, port: int) -> None:
+    server = FakeOpenAI(host=host, port=port, delay=float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
+    app = server.app()
+    app.router.add_get("/health", lambda request: web.json_response({"status": "ok"}))
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    print(f"main: listening on http://{host}:{runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+def use_fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points the embedded models' engines at this fake (no weights needed), with a fresh registry;
+    the caller stops the engines (``engine.stop_engines()``) before the patches are undone."""
+    from personagraph.models import engine
+
+    script = tmp_path / "llama-server"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv(engine.SERVER_ENV, str(script))
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine, "ensure_weights", lambda model: tmp_path / f"{model.name}.gguf")
+    monkeypatch.setattr(engine, "_engines", {})
+
+
+def main() -> None:
+    if code := os.environ.get("FAKE_ENGINE_EXIT"):
+        print("fake engine: failing on purpose", flush=True)
+        sys.exit(int(code))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    args, _ = parser.parse_known_args()  # --model, --parallel, --ctx-size, … do not matter here
+    asyncio.run(serve(args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()
