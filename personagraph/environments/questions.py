@@ -1,16 +1,28 @@
-"""Environment selection and per-task question generation (PersonaGym steps 1 and 2)."""
+"""Environment selection and per-task question generation (PersonaGym steps 1 and 2).
+
+Requested counts are honoured: when a reply has fewer usable items than asked for (names outside the
+pool, blank or repeated questions, a short list), the same conversation asks for the missing ones, at
+most :data:`MAX_TOP_UPS` times; what is still missing then is the result's ``shortfall``, which the run
+records and shows. A failed call is not topped up: it is a failure, retried when the run is resumed.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
 from personagraph.schemas import Environment, EnvironmentChoice, QuestionList, Task, at_most
+
+MAX_TOP_UPS = 3
+"""Extra calls, at most, to make up a short reply (each asks only for what is missing)."""
 
 
 @dataclass
@@ -22,6 +34,53 @@ class Selection:
     status: str = "ok"
     error: str | None = None
     shortlist: list[str] = field(default_factory=list)  # what the selector was shown, when not the whole pool
+    requested: int = 0
+    extra_calls: int = 0
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.requested - len(self.environments))
+
+
+@dataclass
+class QuestionBatch:
+    """One task's generated questions; ``error`` when none came (or a call failed before the count was met)."""
+
+    questions: list[str]
+    error: str | None = None
+    requested: int = 0
+    extra_calls: int = 0
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.requested - len(self.questions))
+
+
+async def _ask_for(
+    client: ModelClient,
+    messages: list[dict[str, str]],
+    schema: Callable[[int], type[BaseModel]],
+    wanted: int,
+    take: Callable[[Any], str | None],
+) -> tuple[int, int, str | None]:
+    """Asks for ``wanted`` items, then for the missing ones in the same conversation (bounded).
+
+    ``take(reply)`` keeps a reply's usable new items and returns how many are kept in total and, when
+    some were unusable, why. Returns (items kept, extra calls made, error of a failed call).
+    """
+    kept, extra = 0, 0
+    while True:
+        reply = await client.structured(messages, schema(wanted - kept))
+        if not reply.ok or reply.value is None:
+            return kept, extra, reply.error
+        kept, problem = take(reply.value)
+        if kept >= wanted or extra == MAX_TOP_UPS:
+            return kept, extra, None
+        extra += 1
+        follow_up = load_prompt("top_up").messages(
+            got=kept, wanted=wanted, n=wanted - kept, problem=problem or "too few"
+        )
+        messages = [*messages, {"role": "assistant", "content": reply.raw}, *follow_up]
 
 
 def pool_listing(pool: tuple[Environment, ...]) -> str:
@@ -56,28 +115,37 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
     by_name = {env.name.lower(): env for env in load_pool()}
     listed = [env.name for env in shown] if len(shown) < len(by_name) else []
     messages = load_prompt("select_environments").messages(pool=pool_listing(shown), persona=persona, k=k)
-    reply = await client.structured(messages, at_most(EnvironmentChoice, "environments", k + 2))
-    if not reply.ok or reply.value is None:
-        return Selection([], status="failed", error=reply.error, shortlist=listed)
     chosen: list[Environment] = []
     unknown: list[str] = []
-    for name in reply.value.environments:
-        env = by_name.get(name.strip().strip("-•* ").split(" (")[0].strip().lower())
-        if env is None:
-            unknown.append(name)
-        elif env not in chosen:
-            chosen.append(env)
-    chosen = chosen[:k]
-    if not chosen:
-        return Selection([], unknown, status="failed", error="no selected name is in the environment pool",
-                         shortlist=listed)
-    return Selection(chosen, unknown, shortlist=listed)
+
+    def take(value: EnvironmentChoice) -> tuple[int, str | None]:
+        strangers, repeats = [], 0
+        for name in value.environments:
+            env = by_name.get(name.strip().strip("-•* ").split(" (")[0].strip().lower())
+            if env is None:
+                strangers.append(name)
+            elif env in chosen:
+                repeats += 1
+            elif len(chosen) < k:
+                chosen.append(env)
+        unknown.extend(strangers)
+        problems = [f"not in the list: {', '.join(strangers[:5])}"] if strangers else []
+        problems += ["repeated"] * bool(repeats)
+        return len(chosen), "; ".join(problems) or None
+
+    _, extra, error = await _ask_for(
+        client, messages, lambda n: at_most(EnvironmentChoice, "environments", n + 2), k, take
+    )
+    if error is not None or not chosen:
+        return Selection(chosen, unknown, status="failed", shortlist=listed, requested=k, extra_calls=extra,
+                         error=error or "no selected name is in the environment pool")
+    return Selection(chosen, unknown, shortlist=listed, requested=k, extra_calls=extra)
 
 
 async def generate_questions(
     client: ModelClient, persona: str, task: Task, environments: list[Environment], n: int
-) -> tuple[list[str], str | None]:
-    """Writes ``n`` questions for one task; returns (questions, error). Blank and duplicate items are dropped."""
+) -> QuestionBatch:
+    """Writes ``n`` questions for one task (blank and repeated ones are dropped, missing ones asked for again)."""
     listing = "\n".join(f"- {env.name}: {env.description}" for env in environments)
     messages = load_prompt("generate_questions").messages(
         task=task.name,
@@ -87,16 +155,21 @@ async def generate_questions(
         environments=listing,
         n=n,
     )
-    reply = await client.structured(messages, at_most(QuestionList, "questions", n))
-    if not reply.ok or reply.value is None:
-        return [], reply.error
     seen: set[str] = set()
     questions: list[str] = []
-    for text in reply.value.questions:
-        text = " ".join(text.split())
-        if text and text.lower() not in seen:
-            seen.add(text.lower())
-            questions.append(text)
-    if not questions:
-        return [], "the generator returned no usable question"
-    return questions[:n], None
+
+    def take(value: QuestionList) -> tuple[int, str | None]:
+        unusable = 0
+        for text in value.questions:
+            text = " ".join(text.split())
+            if not text or text.lower() in seen:
+                unusable += 1
+            elif len(questions) < n:
+                seen.add(text.lower())
+                questions.append(text)
+        return len(questions), f"{unusable} blank or repeated" if unusable else None
+
+    _, extra, error = await _ask_for(client, messages, lambda k: at_most(QuestionList, "questions", k), n, take)
+    if error is None and not questions:
+        error = "the generator returned no usable question"
+    return QuestionBatch(questions, error, requested=n, extra_calls=extra)

@@ -27,6 +27,9 @@ from personagraph.models import ModelClient
 from personagraph.schemas import Answer, Exemplars, Persona, Question, Verdict, short_id
 from personagraph.store import RunStore
 
+QUESTION_BATCH = "question_batch"
+"""Record kind: one per persona × task — status, error, requested count, shortfall, extra calls."""
+
 
 @dataclass
 class EvalContext:
@@ -83,6 +86,9 @@ async def select(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, A
         "environments": [env.model_dump() for env in selection.environments],
         "unknown": selection.unknown,
         "shortlist": selection.shortlist,
+        "requested": selection.requested,
+        "shortfall": selection.shortfall,
+        "extra_calls": selection.extra_calls,
     }
     ctx.store.put("selection", state["persona_id"], record, unit=state["persona_id"])
     ctx.on_item("select")
@@ -111,21 +117,22 @@ async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalCon
 
     task = _task(payload["task"])
     environments = [Environment.model_validate(e) for e in payload["environments"]]
-    texts, error = await generate_questions(
-        ctx.question_gen, payload["persona"], task, environments, ctx.questions_per_task
-    )
+    batch = await generate_questions(ctx.question_gen, payload["persona"], task, environments, ctx.questions_per_task)
     questions = []
-    for index, text in enumerate(texts):
+    for index, text in enumerate(batch.questions):
         question = Question(id=short_id(payload["persona_id"], task.name, str(index), text),
                             persona_id=payload["persona_id"], task=task.name, text=text, index=index)
         ctx.store.put("question", question.id, question, unit=payload["persona_id"])
         questions.append(question.model_dump())
+    # one row per task, replaced when a resumed run retries it: a failure or a shortfall is what it says
+    ctx.store.put(QUESTION_BATCH, short_id(payload["persona_id"], "questions", task.name),
+                  {"persona_id": payload["persona_id"], "task": task.name, "status": "failed" if batch.error else "ok",
+                   "error": batch.error, "requested": batch.requested, "shortfall": batch.shortfall,
+                   "extra_calls": batch.extra_calls}, unit=payload["persona_id"])
     ctx.on_item("questions")
     update: dict[str, Any] = {"questions": questions}
-    if error:
-        update["errors"] = [{"stage": "questions", "task": task.name, "error": error}]
-        ctx.store.put("error", short_id(payload["persona_id"], "questions", task.name),
-                      {"stage": "questions", "task": task.name, "error": error}, unit=payload["persona_id"])
+    if batch.error:
+        update["errors"] = [{"stage": "questions", "task": task.name, "error": batch.error}]
     return update
 
 

@@ -32,13 +32,15 @@ def test_shortlist_puts_the_persona_s_own_settings_first() -> None:
 
 @pytest.fixture
 def shown() -> list[str]:
-    """Records the environment listing the selector was shown, and picks its first line plus a stranger."""
+    """Records the environment listing the selector was shown (first call), and picks its first line plus
+    a stranger, whatever it is asked (so the top-ups never make up the count)."""
     seen: list[str] = []
 
     def script(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
         listing = messages[0]["content"]
         names = [line[2:].split(" (")[0] for line in listing.splitlines() if line.startswith("- ")]
-        seen.extend(names)
+        if len(messages) <= 2:
+            seen.extend(names)
         return json.dumps({"environments": [names[0], "Moon Base Alpha", names[0]]})
 
     register_script("listing-selector", script)
@@ -50,10 +52,28 @@ async def test_selector_sees_only_the_shortlist_and_unknown_names_are_dropped(sh
     selection = await select_environments(client, "A 70-year-old retired cowboy from Texas", 3, shortlist=12)
     assert len(shown) == 12 and selection.shortlist == shown
     assert [env.name for env in selection.environments] == [shown[0]]  # the duplicate is kept once
-    assert selection.unknown == ["Moon Base Alpha"] and selection.status == "ok"
+    assert selection.unknown == ["Moon Base Alpha"] * 4 and selection.status == "ok"
+    assert (selection.requested, selection.shortfall, selection.extra_calls) == (3, 2, 3)  # recorded, not hidden
 
 
 async def test_whole_pool_is_listed_without_a_shortlist(shown: list[str]) -> None:
     client = ModelClient.create("test:listing-selector", "env_selector")
     selection = await select_environments(client, "A pediatric nurse", 3)
     assert shown == [env.name for env in load_pool()] and selection.shortlist == []
+
+
+async def test_a_short_selection_is_topped_up_in_the_same_conversation() -> None:
+    asked: list[list[dict[str, Any]]] = []
+
+    def script(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+        asked.append(messages)
+        names = [line[2:].split(" (")[0] for line in messages[0]["content"].splitlines() if line.startswith("- ")]
+        return json.dumps({"environments": [names[0], "Moon Base Alpha"] if len(asked) == 1 else names[:3]})
+
+    register_script("short-selector", script)
+    selection = await select_environments(ModelClient.create("test:short-selector", "env_selector"), "A nurse", 3)
+    assert len(selection.environments) == 3 and len({e.name for e in selection.environments}) == 3
+    assert (selection.shortfall, selection.extra_calls, selection.status) == (0, 1, "ok")
+    follow_up = asked[1][-1]["content"]
+    assert asked[1][-2]["role"] == "assistant" and "Moon Base Alpha" in asked[1][-2]["content"]
+    assert "1 usable of the 3" in follow_up and "not in the list: Moon Base Alpha" in follow_up and "2 more" in follow_up
