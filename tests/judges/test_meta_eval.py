@@ -734,3 +734,17 @@ def test_unscored_criterion_in_items_names_the_row(tmp_path: Path) -> None:
         PersonagraphError, match=rf"{re.escape(str(path))}: row 1 \(id 1\): criterion '{unscored}'"
     ):
         load_items(path, CriterionCatalogue())
+
+
+def test_probability_weighted_scores_get_their_own_row(synthetic: dict[str, Any]) -> None:
+    """The test judges return logprobs: each judge has an '(expected)' row beside its integer one."""
+    run = RunStore(synthetic["run_dir"], readonly=True)
+    verdicts = [v for v in run.records("meta_verdict") if v["judge"] == "test:meta-close"
+                and v["criterion"] == "expected_action"]
+    assert verdicts and all(v["expected_score"] is not None for v in verdicts if v["status"] == "ok")
+    section = synthetic["summary"]["results"]["expected_action"]["judges"]
+    integer, expected = section["test:meta-close"], section["test:meta-close (expected)"]
+    assert expected["n"] == integer["n"] and expected["failed"] == integer["failed"]
+    scores = [v["expected_score"] for v in verdicts if v["status"] == "ok"]
+    assert expected["mean"] == pytest.approx(float(np.mean(scores)))
+    assert expected["mean"] != integer["mean"]  # the test models spread probability over neighbouring scores
