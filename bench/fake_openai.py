@@ -5,7 +5,9 @@ calls (``response_format`` of type ``json_schema``, or ``json_object`` with a ``
 JSON object that validates against the schema; other calls get a short paragraph echoing the last
 user message. Faults (429, 500, timeout, dropped connection, malformed JSON) are injected at
 configurable rates, drawn from ``(seed, body hash, attempt number of that body)`` so a retried
-request can succeed and a rerun sees the same fault sequence.
+request can succeed and a rerun sees the same fault sequence. An *outage* fails every chat request with
+``outage_status`` (503 by default, retried by clients; 401 is not) for ``outage`` seconds from the first
+chat request, or from a call to ``start_outage(seconds)``.
 
 Three ways to run it::
 
@@ -32,6 +34,7 @@ import random
 import re
 import signal
 import threading
+import time
 from typing import Any, Literal, Self
 
 from aiohttp import web
@@ -88,6 +91,8 @@ class FakeOptions(BaseModel):
         30.0, ge=0, description="stall of a timeout fault; exceed the client timeout"
     )
     retry_after: float = Field(1.0, ge=0, description="Retry-After seconds on 429 replies")
+    outage: float = Field(0.0, ge=0, description="seconds, from the first chat request, that every request fails")
+    outage_status: int = Field(503, ge=400, le=599, description="HTTP status of requests during an outage")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -109,6 +114,7 @@ class ServerStats(BaseModel):
         attempts: Attempts per request body (sha256 of model, messages, response_format).
         in_flight: Chat requests currently being handled.
         max_in_flight: Highest concurrency seen.
+        outage_failures: Requests failed by an outage.
     """
 
     requests_total: int = 0
@@ -118,6 +124,7 @@ class ServerStats(BaseModel):
     attempts: dict[str, int] = Field(default_factory=dict)
     in_flight: int = 0
     max_in_flight: int = 0
+    outage_failures: int = 0
 
 
 # --- request helpers ------------------------------------------------------------------------------
@@ -419,6 +426,16 @@ class FakeOpenAI:
         self._stats = ServerStats()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._outage_until: float | None = None  # monotonic end of the outage, once it has started
+
+    def start_outage(self, seconds: float) -> None:
+        """Fails every chat request for ``seconds`` from now (0 ends an outage at once)."""
+        self._outage_until = time.monotonic() + seconds
+
+    def _in_outage(self) -> bool:
+        if self._outage_until is None and self.options.outage > 0:
+            self.start_outage(self.options.outage)  # the first chat request starts the configured outage
+        return self._outage_until is not None and time.monotonic() < self._outage_until
 
     @property
     def url(self) -> str:
@@ -497,6 +514,9 @@ class FakeOpenAI:
         if body.get("stream"):
             return _error(400, "streaming is not supported by the fake server", "invalid_request_error")
 
+        if self._in_outage():
+            self._stats.outage_failures += 1
+            return _error(self.options.outage_status, "service unavailable (outage)", "server_error")
         key = body_key(body)
         attempt = self._stats.attempts.get(key, 0) + 1
         self._stats.attempts[key] = attempt
@@ -567,6 +587,10 @@ class ThreadedFakeOpenAI:
         """Zero the counters and attempt numbers."""
         self._call(self.server.reset)
 
+    def start_outage(self, seconds: float) -> None:
+        """Fails every chat request for ``seconds`` from now (0 ends an outage)."""
+        self._call(lambda: self.server.start_outage(seconds))
+
     def stop(self) -> None:
         """Stop the server, its loop and its thread. Idempotent."""
         if self._loop.is_closed():
@@ -630,6 +654,9 @@ def parse_args(argv: list[str] | None = None) -> FakeOptions:
     parser.add_argument("--rate-malformed", type=float, default=0.0)
     parser.add_argument("--timeout-sleep", type=float, default=30.0, help="stall of a timeout fault")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds on 429s")
+    parser.add_argument("--outage", type=float, default=0.0,
+                        help="seconds, from the first chat request, that every request fails")
+    parser.add_argument("--outage-status", type=int, default=503, help="HTTP status during an outage")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
     return FakeOptions(**vars(parser.parse_args(argv)))
 

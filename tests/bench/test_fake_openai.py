@@ -402,3 +402,29 @@ def test_command_line_announces_port_and_serves() -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+async def test_an_outage_fails_every_request_until_it_ends() -> None:
+    async with FakeOpenAI(outage=0.6, outage_status=503) as server, client_for(server) as api:
+        for _ in range(3):
+            with pytest.raises(openai.InternalServerError) as caught:
+                await api.with_options(max_retries=0).chat.completions.create(model="m", messages=user("hi"))
+            assert caught.value.status_code == 503
+        await asyncio.sleep(0.7)
+        reply = await api.chat.completions.create(model="m", messages=user("hi"))
+        assert reply.choices[0].message.content
+        stats = server.stats()
+        assert stats.outage_failures == 3 and stats.completions == 1 and sum(stats.faults.values()) == 0
+        server.start_outage(10)  # a second outage, started on demand, with a status clients do not retry
+        server.options.outage_status = 401
+        with pytest.raises(openai.AuthenticationError):
+            await api.chat.completions.create(model="m", messages=user("hi"))
+        server.start_outage(0)
+        assert (await api.chat.completions.create(model="m", messages=user("hi"))).choices
+
+
+def test_outage_flags_on_the_command_line() -> None:
+    from bench.fake_openai import parse_args
+
+    options = parse_args(["--outage", "5", "--outage-status", "401"])
+    assert (options.outage, options.outage_status) == (5.0, 401)
