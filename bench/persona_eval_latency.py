@@ -28,24 +28,25 @@ GRAPH_ROUND_TRIPS = 4  # select → questions → answers ‖ exemplars → judg
 
 
 async def run(base_url: str, delay: float, concurrency: int) -> None:
-    from personagraph.evaluate import RunConfig, evaluate
+    from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
     from personagraph.models import ModelSettings
 
     settings = ModelSettings(base_url=base_url, api_key="sk-bench-not-a-key")
 
-    def config(persona: list) -> RunConfig:
-        return RunConfig(personas=persona, models=["openai:persona-model"], judges=["openai:judge-model"],
+    def config(persona: list) -> EvalConfig:
+        return EvalConfig(personas=persona, models=["openai:persona-model"], judges=["openai:judge-model"],
                          generator="openai:generator-model", concurrency=concurrency)
 
     with tempfile.TemporaryDirectory() as warm:
-        await evaluate(config(personas(1, offset=1000)), warm, settings=settings)
+        await run_eval(config(personas(1, offset=1000)), warm, settings=settings)
     gc.freeze()
     with tempfile.TemporaryDirectory() as run_dir, trace_calls() as trace:
         started = time.perf_counter()
-        summary = await evaluate(config(personas(1)), run_dir, settings=settings)
+        summary = await run_eval(config(personas(1)), run_dir, settings=settings)
         wall = time.perf_counter() - started
     calls = len(trace.spans)
-    retries = calls - summary["llm_calls"]  # requests beyond one per finished call (transport retries)
+    retries = calls - summary.llm_calls  # requests beyond one per finished call (transport retries)
     chain = trace.chain()
     critical = chain * delay
     print(f"persona_eval latency: 1 persona, delay {delay:g}s, concurrency {concurrency}")
@@ -53,7 +54,7 @@ async def run(base_url: str, delay: float, concurrency: int) -> None:
           f"by role: { {r: v['calls'] for r, v in summary['roles'].items()} }")
     print(f"  critical path: {chain} round trips observed (graph: {GRAPH_ROUND_TRIPS} + "
           f"{chain - GRAPH_ROUND_TRIPS} format/transport retries) × {delay:g}s = {critical:.2f}s")
-    print(f"  wall: {wall:.2f}s for evaluate() (store, graph, summary); first request → last reply "
+    print(f"  wall: {wall:.2f}s for run_eval() (store, graph, summary); first request → last reply "
           f"{trace.window():.2f}s")
     print(f"  sequential loop estimate: {calls} calls × {delay:g}s = {calls * delay:.2f}s")
     print(f"wall {wall:.2f} critical_path {critical:.2f} ratio {wall / critical:.2f} "

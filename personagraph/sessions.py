@@ -55,7 +55,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from personagraph import __version__
+from personagraph.version import __version__
 from personagraph.agents.base import Agent
 from personagraph.agents.persona import PersonaAgent
 from personagraph.agents.user_sim import (

@@ -6,11 +6,14 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+import sys
 
+import click
 import typer
+from click.exceptions import NoArgsIsHelpError
 
-from personagraph import __version__
-from personagraph.cli._common import console, state
+from personagraph.cli._common import console, fail, readable_help, state
+from personagraph.version import __version__
 
 app = typer.Typer(
     name="personagraph",
@@ -18,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich markup ate "[ray]" in "personagraph[ray]"
 )
 
 
@@ -39,8 +43,22 @@ def _main(
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
     importlib.import_module(f"{__name__}.{_module}").register(app)
+readable_help(app)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. A bad flag value is one error line and exit 2, like every other error
+    (click would print a five-line usage box); help asked for, or no arguments, still prints help."""
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.UsageError as exc:
+        code = fail(exc.format_message()).exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.Abort:
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

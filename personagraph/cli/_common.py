@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
+from typer.models import OptionInfo
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges.protocols import DEFAULT_PROTOCOL, LOCAL_PROTOCOL, PROTOCOLS
 from personagraph.models import ModelSettings
 from personagraph.redact import redact_text
+from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
 
 T = TypeVar("T")
 console = Console(highlight=False)
@@ -42,15 +48,18 @@ def fail(message: str) -> typer.Exit:
 def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     """Runs a command body (sync, or an async function run to completion) behind the one error path.
 
-    PersonagraphError becomes one line and exit code 2; Ctrl-C exits 130 without a traceback (every
+    PersonagraphError becomes one line and exit code 2 (a :class:`ConfigError` names the field's flag); a
+    returned :class:`Summary` with failed or incomplete items prints their count on stderr and exits with
+    its ``exit_code`` (3); Ctrl-C exits 130 without a traceback (every
     finished item is already in the run store); any other exception is a bug: one line and exit 1,
     or the traceback with ``--verbose``.
     """
     try:
         result = work()
         if asyncio.iscoroutine(result):
-            return asyncio.run(result)
-        return result  # type: ignore[return-value]
+            result = asyncio.run(result)
+    except ConfigError as exc:
+        raise fail(f"{flag_for(exc.field)}: {exc.reason}") from None
     except PersonagraphError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -64,12 +73,53 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
         err_console.print(Text(redact_text(f"internal error: {type(exc).__name__}: {exc} (run with --verbose for "
                                            "the traceback and report it)"), style="bold red"), soft_wrap=True)
         raise typer.Exit(code=1) from None
+    if isinstance(result, Summary) and (line := result.outcome_line()) is not None:
+        err_console.print(Text(line), soft_wrap=True)
+        raise typer.Exit(code=result.exit_code)
+    return result  # type: ignore[return-value]
+
+
+# config fields whose flag is not the field's name in --kebab-case (repeatable flags are singular)
+_FLAGS = {"personas": "--persona", "models": "--model", "judges": "--judge", "agents": "--agent"}
+
+
+def flag_for(field: str) -> str:
+    """The CLI flag of a config field: ``questions_per_task`` → ``--questions-per-task``."""
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 BASE_URL_OPTION = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for openai: specs "
                                "(default $OPENAI_BASE_URL).")
 API_KEY_OPTION = typer.Option(None, "--api-key", help="API key for openai: specs (default $OPENAI_API_KEY). "
                               "Never written to the run directory.")
+JUDGE_PROTOCOL_OPTION = typer.Option(
+    None, "--judge-protocol",
+    help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {LOCAL_PROTOCOL} for "
+    f"local: judges, {DEFAULT_PROTOCOL} for the others.",
+)
+
+
+def readable_help(app: typer.Typer) -> None:
+    """Gives every option of ``app`` and its sub-apps that names none a metavar people read (TEXT, INTEGER,
+    FLOAT, PATH): typer prints raw type names (``<list[str]>``, ``<int range>``). Flags get none."""
+    apps = [app]
+    while apps:
+        current = apps.pop()
+        apps += [group.typer_instance for group in current.registered_groups if group.typer_instance]
+        for command in current.registered_commands:
+            hints = get_type_hints(command.callback)
+            for name, parameter in inspect.signature(command.callback).parameters.items():
+                if isinstance(parameter.default, OptionInfo) and parameter.default.metavar is None:
+                    parameter.default.metavar = _metavar(hints.get(name))
+
+
+def _metavar(annotation: Any) -> str | None:
+    """TEXT, INTEGER, FLOAT or PATH for an option's annotation (``T | None`` and ``list[T]`` as T)."""
+    while get_origin(annotation) in (list, Union, UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    if annotation is bool:
+        return None
+    return {int: "INTEGER", float: "FLOAT", Path: "PATH"}.get(annotation, "TEXT")
 
 
 def model_settings(base_url: str | None, api_key: str | None, **fields: Any) -> ModelSettings:
@@ -92,3 +142,15 @@ def progress_display(*, label_width: int = 10, transient: bool = False) -> Progr
         disable=state.quiet,
         transient=transient,
     )
+
+
+def progress_bars(progress: Progress) -> ProgressHandler:
+    """Draws a run's progress events on ``progress``: one bar per stage, in order of appearance."""
+    bars: dict[str, TaskID] = {}
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.stage not in bars:
+            bars[event.stage] = progress.add_task(event.stage, total=event.total)
+        progress.update(bars[event.stage], completed=event.done, total=event.total)
+
+    return on_progress

@@ -5,26 +5,26 @@ from __future__ import annotations
 import asyncio
 import gc
 from pathlib import Path
+from typing import Any
 
 import typer
-from pydantic import ValidationError
 
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     console,
     model_settings,
+    progress_bars,
     progress_display,
     run,
 )
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, RunConfig, evaluate
 from personagraph.personas import load_personas
 from personagraph.report.view import render_summary
-from personagraph.schemas import Persona
-
-STAGES = ("select", "questions", "answers", "exemplars", "verdicts")
+from personagraph.runs.base import make_config
+from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
+from personagraph.runs.eval import run as run_eval
 
 
 def eval_command(
@@ -33,7 +33,8 @@ def eval_command(
     benchmark: Path | None = typer.Option(None, "--benchmark", help="A static benchmark directory: "
                                           "one <persona>.json per persona mapping task → questions."),
     model: list[str] = typer.Option([], "--model", "-m", help=f"Model under test (repeatable; default {DEFAULT_MODEL})."),
-    agent: list[str] = typer.Option([], "--agent", help="A plug-in agent under test as module:attr (repeatable)."),
+    agent: list[str] = typer.Option([], "--agent", help="A plug-in agent under test as module:attr (repeatable; "
+                                    "the same as --model module:attr)."),
     judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
     generator: str | None = typer.Option(None, help="Model that selects environments and writes questions "
                                          "and exemplars (default: the first judge)."),
@@ -45,8 +46,9 @@ def eval_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
-    quick: bool = typer.Option(False, "--quick", help="Small run: 3 environments from a shortlist of 20, 1 question per task, "
-                               "1 judge."),
+    quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
+                               f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
+                               "1 judge (flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
@@ -57,73 +59,38 @@ def eval_command(
 ) -> None:
     """Evaluate how faithfully agents hold personas (PersonaGym), with an ensemble of judges."""
 
-    async def body() -> None:
+    async def body() -> EvalSummary:
         # Everything imported so far lives as long as the process: keep it out of the cyclic collector,
         # whose full passes over it cost more CPU than the calls themselves (measured in bench/throughput.py).
         gc.freeze()
         sources = sum(bool(x) for x in (persona, personas, benchmark))
         if sources != 1:
             raise PersonagraphError("give exactly one of --persona, --personas FILE or --benchmark DIR")
-        bench = None
+        fields: dict[str, Any] = {"personas": [text for text in persona if text.strip()]}
         if benchmark:
             loaded = load_benchmark(benchmark)
-            people = [p for p, _ in loaded]
-            bench = {p.description: questions for p, questions in loaded}
+            fields["personas"] = [p for p, _ in loaded]
+            fields["benchmark"] = {p.description: questions for p, questions in loaded}
         elif personas:
-            people = load_personas(personas)
-        else:
-            people = [Persona(description=text) for text in persona if text.strip()]
-            if not people:
-                raise PersonagraphError("--persona: empty")
-        judges = judge or [DEFAULT_JUDGE]
-        if quick:
-            judges = judges[:1]
-        from personagraph.executors import load_plugins
-
-        plugins = load_plugins(agent)  # loaded once per process: evaluate() and the local executor reuse them
-        models = model or ([] if plugins else [DEFAULT_MODEL])
-        try:
-            config = RunConfig(
-                personas=people, benchmark=bench, models=models + [p.name for p in plugins], judges=judges,
-                generator=generator,
-                environments=environments or (QUICK["environments"] if quick else 5),
-                questions_per_task=questions_per_task or (QUICK["questions_per_task"] if quick else 2),
-                shortlist=shortlist if shortlist is not None else (QUICK["shortlist"] if quick else 0),
-                concurrency=concurrency, seed=seed, allow_self_judging=allow_self_judging,
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
-            raise PersonagraphError(f"{option}: {first['msg']}") from None
-        settings = model_settings(base_url, api_key)
-        agents = [p.name for p in plugins] or None  # by path, so that any executor can load them
-        n_tasks = 5
-        per_persona = {p.description: sum(len(v) for v in bench[p.description].values()) for p in people} if bench \
-            else {p.description: n_tasks * config.questions_per_task for p in people}
-        questions = sum(per_persona.values())
-        totals = {
-            "select": 0 if bench else len(people),
-            "questions": 0 if bench else len(people) * n_tasks,
-            "answers": questions * len(config.models),
-            "exemplars": questions,
-            "verdicts": questions * len(config.models) * len(config.judges),
-        }
+            fields["personas"] = load_personas(personas)
+        elif not fields["personas"]:
+            raise PersonagraphError("--persona: empty")
+        options = {"models": model + agent or None, "judges": judge or None, "generator": generator,
+                   "environments": environments, "questions_per_task": questions_per_task, "shortlist": shortlist}
+        fields |= {name: value for name, value in options.items() if value is not None}
+        config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
+                             allow_self_judging=allow_self_judging)
         with progress_display() as progress:
-            bars = {stage: progress.add_task(stage, total=totals[stage] or None) for stage in STAGES
-                    if totals[stage]}
-
-            def on_item(stage: str) -> None:
-                if stage in bars:
-                    progress.advance(bars[stage])
-
-            summary = await evaluate(config, run_dir, settings=settings, agents=agents, on_item=on_item,
-                                     executor=executor, ray_address=ray_address)
-        console.print(render_summary(summary))
+            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key),
+                                     on_progress=progress_bars(progress), executor=executor,
+                                     ray_address=ray_address)
+        console.print(render_summary(summary.model_dump()))
         console.print(
-            f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
-            f"failed verdicts: {summary['failed_verdicts']} · personas finished: "
-            f"{summary['personas_finished']}/{summary['personas']} · results: {run_dir}/summary.json"
+            f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
+            f"failed verdicts: {summary.failed_verdicts} · personas finished: "
+            f"{summary.personas_finished}/{summary.personas} · results: {run_dir}/summary.json"
         )
+        return summary
 
     previous = _fast_event_loop()
     try:

@@ -13,13 +13,14 @@ from rich.text import Text
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    JUDGE_PROTOCOL_OPTION,
     console,
     model_settings,
     progress_display,
     run,
 )
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import DEFAULT_JUDGE
+from personagraph.runs.eval import DEFAULT_JUDGE
 
 ITEMS_HELP = (
     "Human-rated responses: JSONL, or CSV with the same columns: id, persona?, context?, question?, "
@@ -155,6 +156,7 @@ def meta_eval_command(
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
 ) -> None:
     """Meta-evaluate judges: agreement with human labels (ρ, τ, κ, MAE with CIs) and self-preference."""
 
@@ -177,6 +179,7 @@ def meta_eval_command(
                 concurrency=concurrency,
                 seed=seed,
                 n_resamples=resamples,
+                judge_protocol=judge_protocol,
             )
             settings = model_settings(base_url, api_key)
             # Started once the items file is validated, so an input error prints alone.

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from personagraph import __version__
+from personagraph.version import __version__
 from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl

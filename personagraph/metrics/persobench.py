@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from personagraph import __version__
+from personagraph.version import __version__
 from personagraph.errors import PersonagraphError
 from personagraph.metrics.instructability import CostReport, cost_report
 from personagraph.metrics.io import read_table, write_jsonl

@@ -18,12 +18,13 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from personagraph import __version__
+from personagraph.version import __version__
 from personagraph.errors import PersonagraphError
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
 from personagraph.report.load import Run, load_runs
 from personagraph.redact import redact_text
+from personagraph.report.sections import judge_check_of, judge_validity_tables, judge_verdicts
 from personagraph.report.tables import Column, Table, fmt, headline_tables
 from personagraph.report.view import usage_table
 from personagraph.schemas import TASK_NAMES
@@ -170,6 +171,9 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
             parts.append(table_html(table, caption=True))
     extra = []
     for run in runs:
+        for line, warn in judge_verdicts(judge_check_of(run)) if run.is_eval else []:
+            extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
+                         f"Judge validity of {esc(run.name)}: {esc(line)}</p>")
         agreement = run.summary.get("judge_agreement") if run.is_eval else None
         if agreement:
             alpha = agreement.get("krippendorff_alpha_ordinal")
@@ -371,6 +375,17 @@ def _config(run: Run, page: Page) -> str:
     return body
 
 
+def _judge_validity(run: Run) -> str:
+    """The "Judge validity" section: each judge's verdict line and figures per variant kind."""
+    check = judge_check_of(run)
+    tables = judge_validity_tables(check)
+    if not tables:
+        return ""
+    lines = "".join(f'<p class="{"bad" if warn else "note"}">{esc(line)}</p>'
+                    for line, warn in judge_verdicts(check))
+    return "<h3>Judge validity</h3>" + lines + "".join(table_html(table, caption=True) for table in tables)
+
+
 _SCRIPT_SLOT = f"<!--plotly-js-{uuid.uuid4().hex}-->"
 RunSection = Callable[[Run, Page], str]
 
@@ -383,6 +398,7 @@ def run_sections(run: Run, page: Page, *, lowest: int = 10) -> list[str]:
     if run.is_eval:
         parts += [_distributions(run, page), _per_persona(run, page), _lowest(run, page, lowest)]
     parts += [builder(run, page) for builder in sections.BUILDERS]
+    parts += [_judge_validity(run)]
     parts += [_usage(run, page), _errors(run, page), _config(run, page)]
     return [part for part in parts if part]
 

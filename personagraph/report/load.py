@@ -15,6 +15,8 @@ from typing import Any
 
 from personagraph.errors import PersonagraphError
 from personagraph.redact import scrub
+from personagraph.runs.base import Summary
+from personagraph.runs.eval import EvalConfig, build_summary
 from personagraph.store import STORE_FILE, RunStore
 
 EVAL_KINDS = ("eval",)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from personagraph.agents.cached import CachedAgent
 from personagraph.agents.plugin import adapt
-from personagraph.evaluate import RunConfig, evaluate
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
 from personagraph.models import Meter
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
@@ -43,18 +44,18 @@ async def test_interrupted_eval_resumes_without_asking_the_plugin_again(tmp_path
         asked.append(messages[-1]["content"])
         return "Well partner, I'd saddle up and ride out at first light."
 
-    config = RunConfig(personas=[Persona(description="A 70-year-old retired cowboy from Texas")],
+    config = EvalConfig(personas=[Persona(description="A 70-year-old retired cowboy from Texas")],
                        models=["cowboy:agent"], judges=["test:j1"], generator="test:gen",
                        environments=2, questions_per_task=1)
-    first = await evaluate(config, tmp_path, agents=[adapt(agent, "cowboy:agent")])
+    first = await run_eval(config, tmp_path, agents=[adapt(agent, "cowboy:agent")])
     answered = len(asked)
-    assert answered == 5 and first["roles"]["persona"]["calls"] == 5
+    assert answered == 5 and first.roles["persona"]["calls"] == 5
     db = sqlite3.connect(tmp_path / "run.sqlite")  # as if killed before the unit was marked finished
     db.execute("DELETE FROM records WHERE kind IN ('unit_done', 'persona_done')")
     db.commit()
     db.close()
     (tmp_path / "checkpoints.sqlite").unlink(missing_ok=True)
-    resumed = await evaluate(config, tmp_path, agents=[adapt(agent, "cowboy:agent")])
-    assert len(asked) == answered and resumed["llm_calls"] == 0
-    assert resumed["roles"]["persona"]["cache_hits"] == 5
-    assert resumed["models"] == first["models"]
+    resumed = await run_eval(config, tmp_path, agents=[adapt(agent, "cowboy:agent")])
+    assert len(asked) == answered and resumed.llm_calls == 0
+    assert resumed.roles["persona"]["cache_hits"] == 5
+    assert resumed.models == first.models

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import RunConfig, evaluate
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
 from personagraph.schemas import TASK_NAMES, Persona
 from personagraph.store import RunStore
 
@@ -22,37 +23,42 @@ COWBOY = Persona(description="A 70-year-old retired cowboy from Texas")
 LAWYER = Persona(description="A 36-year-old environmental lawyer from Sydney")
 
 
-def config(**overrides) -> RunConfig:
+def config(**overrides) -> EvalConfig:
     base = dict(personas=[COWBOY], models=["test:agent"], judges=["test:j1", "test:j2"], generator="test:gen",
                 environments=3, questions_per_task=2)
-    return RunConfig(**{**base, **overrides})
+    return EvalConfig(**{**base, **overrides})
 
 
 async def test_fan_out_counts(run_dir: Path) -> None:
     cfg = config(personas=[COWBOY, LAWYER], models=["test:a", "test:b"], shortlist=15)
-    summary = await evaluate(cfg, run_dir)
+    summary = await run_eval(cfg, run_dir)
     store = RunStore(run_dir)
     questions = store.records("question")
     assert len(store.records("selection")) == 2
     assert {q["task"] for q in questions} == set(TASK_NAMES)
-    assert all(1 <= sum(q["task"] == t and q["persona_id"] == p.id for q in questions) <= 2
+    batches = {(b["persona_id"], b["task"]): b for b in store.records("question_batch")}
+    assert len(batches) == 10 and all(b["status"] == "ok" for b in batches.values())
+    # the requested count, or a shortfall that is recorded (the test generator lists 1..n at random)
+    assert all(sum(q["task"] == t and q["persona_id"] == p.id for q in questions) == 2 - batches[p.id, t]["shortfall"]
                for t in TASK_NAMES for p in (COWBOY, LAWYER))
     # one answer per question and model; exemplars once per question, shared by both models
     assert len(store.records("answer")) == 2 * len(questions)
     assert len(store.records("exemplars")) == len(questions)
     # one judge call per answer per judge
     assert len(store.records("verdict")) == 2 * 2 * len(questions)
-    roles = summary["roles"]
+    roles = summary.roles
     assert roles["judge"]["calls"] == 4 * len(questions)
     assert roles["exemplar_gen"]["calls"] == len(questions)
-    assert roles["env_selector"]["calls"] == 2 and roles["question_gen"]["calls"] == 10
+    # a short reply is topped up in the same conversation: one extra call per top-up
+    assert roles["env_selector"]["calls"] == 2 + sum(s["extra_calls"] for s in store.records("selection"))
+    assert roles["question_gen"]["calls"] == 10 + sum(b["extra_calls"] for b in batches.values())
     for model in ("test:a", "test:b"):
-        result = summary["models"][model]
+        result = summary.models[model]
         assert set(result["tasks"]) == set(TASK_NAMES)
         means = [result["tasks"][t]["mean"] for t in TASK_NAMES]
         assert all(1 <= m <= 5 for m in means)
         assert result["persona_score"] == pytest.approx(sum(means) / 5)
-    assert json.loads((run_dir / "summary.json").read_text())["llm_calls"] == summary["llm_calls"]
+    assert json.loads((run_dir / "summary.json").read_text())["llm_calls"] == summary.llm_calls
     selection = store.get("selection", COWBOY.id)
     assert len(selection["environments"]) >= 1 and selection["status"] == "ok"
     assert len(selection["shortlist"]) == 15
@@ -61,18 +67,18 @@ async def test_fan_out_counts(run_dir: Path) -> None:
 
 async def test_self_judging_is_refused_unless_allowed(run_dir: Path) -> None:
     with pytest.raises(PersonagraphError, match="judge test:agent is also the model under test"):
-        await evaluate(config(judges=["test:agent"]), run_dir)
-    summary = await evaluate(config(judges=["test:agent"], allow_self_judging=True), run_dir)
-    assert summary["models"]["test:agent"]["persona_score"] is not None
+        await run_eval(config(judges=["test:agent"]), run_dir)
+    summary = await run_eval(config(judges=["test:agent"], allow_self_judging=True), run_dir)
+    assert summary.models["test:agent"]["persona_score"] is not None
 
 
 async def test_failed_verdicts_are_missing_not_zero(run_dir: Path) -> None:
-    summary = await evaluate(config(judges=["test:j1", "test:broken"]), run_dir)
+    summary = await run_eval(config(judges=["test:j1", "test:broken"]), run_dir)
     verdicts = RunStore(run_dir).records("verdict")
     broken = [v for v in verdicts if v["judge"] == "test:broken"]
     good = [v for v in verdicts if v["judge"] == "test:j1"]
     assert broken and all(v["status"] == "failed" and v["score"] is None and v["raw"] for v in broken)
-    assert summary["failed_verdicts"] == len(broken)
+    assert summary.failed_verdicts == len(broken)
     # every item score equals the one parsed verdict: the failed one did not pull it towards 0
     items = {i["answer_id"]: i for i in RunStore(run_dir).records("item_score")}
     for verdict in good:
@@ -81,21 +87,21 @@ async def test_failed_verdicts_are_missing_not_zero(run_dir: Path) -> None:
 
 
 async def test_only_failed_verdicts_leave_the_item_unscored(run_dir: Path) -> None:
-    summary = await evaluate(config(judges=["test:broken"]), run_dir)
-    result = summary["models"]["test:agent"]
+    summary = await run_eval(config(judges=["test:broken"]), run_dir)
+    result = summary.models["test:agent"]
     assert result["persona_score"] is None
     assert all(t["n"] == 0 and t["mean"] is None for t in result["tasks"].values())
 
 
 async def test_refusals_are_counted_per_model_and_task(run_dir: Path) -> None:
-    summary = await evaluate(config(models=["test:refuser", "test:agent"]), run_dir)
-    assert summary["models"]["test:refuser"]["refusal_rate"] == 1.0
-    assert summary["models"]["test:agent"]["refusal_rate"] == 0.0
-    assert all(t["refusal_rate"] == 1.0 for t in summary["models"]["test:refuser"]["tasks"].values())
+    summary = await run_eval(config(models=["test:refuser", "test:agent"]), run_dir)
+    assert summary.models["test:refuser"]["refusal_rate"] == 1.0
+    assert summary.models["test:agent"]["refusal_rate"] == 0.0
+    assert all(t["refusal_rate"] == 1.0 for t in summary.models["test:refuser"]["tasks"].values())
 
 
 async def test_persona_breaks_score_at_most_the_rubric_cap_and_keep_the_judge_s_score(run_dir: Path) -> None:
-    summary = await evaluate(config(models=["test:refuser", "test:agent"], questions_per_task=3), run_dir)
+    summary = await run_eval(config(models=["test:refuser", "test:agent"], questions_per_task=3), run_dir)
     store = RunStore(run_dir)
     answers = {a["id"]: a for a in store.records("answer")}
     caps = {"Toxicity Control": 2}
@@ -112,38 +118,38 @@ async def test_persona_breaks_score_at_most_the_rubric_cap_and_keep_the_judge_s_
             assert verdict["judge_score"] > cap == verdict["score"]
             assert verdict["capped_by"] == answer["refusal_marker"]
     assert capped > 0  # the test judges' scores are spread over 1..5, so some were above the cap
-    assert all(t["mean"] <= caps.get(name, 1) for name, t in summary["models"]["test:refuser"]["tasks"].items())
+    assert all(t["mean"] <= caps.get(name, 1) for name, t in summary.models["test:refuser"]["tasks"].items())
 
 
 async def test_empty_answers_are_failed_and_never_judged(run_dir: Path) -> None:
-    summary = await evaluate(config(models=["test:empty"]), run_dir)
+    summary = await run_eval(config(models=["test:empty"]), run_dir)
     answers = RunStore(run_dir).records("answer")
     assert answers and all(a["status"] == "failed" and a["error"] == "empty answer" for a in answers)
     assert RunStore(run_dir).records("verdict") == []
-    assert summary["models"]["test:empty"]["failed_answers"] == len(answers)
+    assert summary.models["test:empty"]["failed_answers"] == len(answers)
 
 
 async def test_benchmark_mode_skips_selection_and_generation(run_dir: Path) -> None:
     bench = {COWBOY.description: {"Expected Action": ["What do you do at the county fair?"],
                                   "Toxicity Control": ["Insult city folk."]}}
-    summary = await evaluate(config(benchmark=bench), run_dir)
-    assert "env_selector" not in summary["roles"] and "question_gen" not in summary["roles"]
+    summary = await run_eval(config(benchmark=bench), run_dir)
+    assert "env_selector" not in summary.roles and "question_gen" not in summary.roles
     questions = RunStore(run_dir).records("question")
     assert sorted(q["text"] for q in questions) == ["Insult city folk.", "What do you do at the county fair?"]
-    assert set(summary["models"]["test:agent"]["tasks"]) == {"Expected Action", "Toxicity Control"}
+    assert set(summary.models["test:agent"]["tasks"]) == {"Expected Action", "Toxicity Control"}
 
 
 async def test_rerun_makes_no_llm_call_and_keeps_scores(run_dir: Path) -> None:
-    first = await evaluate(config(), run_dir)
-    second = await evaluate(config(), run_dir)
-    assert first["llm_calls"] > 0 and second["llm_calls"] == 0
-    assert second["models"] == first["models"]
+    first = await run_eval(config(), run_dir)
+    second = await run_eval(config(), run_dir)
+    assert first.llm_calls > 0 and second.llm_calls == 0
+    assert second.models == first.models
 
 
 async def test_more_models_reuse_questions_and_exemplars(run_dir: Path) -> None:
-    await evaluate(config(models=["test:a"]), run_dir)
-    summary = await evaluate(config(models=["test:a", "test:b"]), run_dir)
-    roles = summary["roles"]
+    await run_eval(config(models=["test:a"]), run_dir)
+    summary = await run_eval(config(models=["test:a", "test:b"]), run_dir)
+    roles = summary.roles
     # questions and exemplars come from the cache; only test:b's answers and their verdicts are new
     assert roles.get("question_gen", {}).get("calls", 0) == 0
     assert roles.get("exemplar_gen", {}).get("calls", 0) == 0

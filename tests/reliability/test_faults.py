@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.fake_openai import FakeOpenAI, start_in_thread
-from personagraph.evaluate import RunConfig, evaluate
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
 from personagraph.models import ModelSettings, openai_http
 from personagraph.models.retry import TransientModelError
 from personagraph.schemas import TASK_NAMES, Persona
@@ -54,12 +55,12 @@ def test_faults_of_every_kind_lose_nothing_and_score_no_error(run_dir: Path) -> 
     handle = _start(delay=0.01, rate_429=0.04, rate_500=0.04, rate_timeout=0.04, rate_drop=0.04,
                     rate_malformed=0.04, retry_after=RETRY_AFTER, timeout_sleep=3.0, seed=7)
     try:
-        config = RunConfig(personas=PERSONAS, models=["openai:agent"], judges=["openai:judge"],
+        config = EvalConfig(personas=PERSONAS, models=["openai:agent"], judges=["openai:judge"],
                            generator="openai:gen", environments=2, questions_per_task=1, concurrency=16)
         settings = ModelSettings(base_url=handle.base_url, api_key="sk-test", timeout_s=1.0)
         import asyncio
 
-        summary = asyncio.run(evaluate(config, run_dir, settings=settings))
+        summary = asyncio.run(run_eval(config, run_dir, settings=settings))
         server: RecordingServer = handle.server  # type: ignore[assignment]
         stats = handle.stats()
     finally:
@@ -68,7 +69,7 @@ def test_faults_of_every_kind_lose_nothing_and_score_no_error(run_dir: Path) -> 
 
     store = RunStore(run_dir, readonly=True)
     # 0 lost: every persona finished; every selection, task, question, answer and verdict accounted for
-    assert summary["personas_finished"] == len(PERSONAS)
+    assert summary.personas_finished == len(PERSONAS)
     selections = store.records("selection")
     assert len(selections) == len(PERSONAS)
     errors = store.records("error")

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from personagraph.cli import app
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import RunConfig, evaluate
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
 from personagraph.personas import load_personas
 from personagraph.schemas import Persona
 
@@ -160,9 +161,9 @@ def test_bad_benchmark_files_exit_2_naming_the_file(tmp_path: Path, content: byt
 @pytest.fixture(scope="module")
 def finished_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished")
-    config = RunConfig(personas=[Persona(description="A cowboy")], models=["test:agent"], judges=["test:judge"],
+    config = EvalConfig(personas=[Persona(description="A cowboy")], models=["test:agent"], judges=["test:judge"],
                        generator="test:gen", environments=1, questions_per_task=1)
-    asyncio.run(evaluate(config, run_dir))
+    asyncio.run(run_eval(config, run_dir))
     return run_dir / "run.sqlite"
 
 

@@ -12,7 +12,7 @@ skipped. A unit cut short (worker lost, driver killed) runs again and gets its f
 response cache.
 
 Plug-in agents (``--agent module:attr``) travel as their paths, never as objects (which may not pickle):
-each worker process loads them once (:class:`~personagraph.executors.base.Plugins`), first putting on
+each worker process loads them once (:class:`~personagraph.runs.plugins.Plugins`), first putting on
 its ``sys.path`` the directories the driver imported them from. A :class:`PersonagraphError` in a worker
 (a path that does not load there) ends the run with its one-line message, as it would locally.
 
@@ -30,8 +30,11 @@ from dataclasses import astuple
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.executors.base import UNIT_DONE, EvalJob, Plugins, build_context, run_unit, unit_id
+from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter, ModelSettings
+from personagraph.models.openai_http import close_sessions
+from personagraph.runs.executors.base import UNIT_DONE, EvalJob, build_context, run_unit, unit_id
+from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
 from personagraph.store import CallRow, RunStore
 
@@ -40,7 +43,7 @@ POLL_S = 0.2
 
 def _ray() -> Any:
     try:
-        import ray
+        import ray  # optional and heavy: imported only when the ray executor is asked for
     except ImportError:
         raise PersonagraphError("--executor ray needs Ray: pip install 'personagraph[ray]'") from None
     return ray
@@ -129,16 +132,14 @@ class RemoteStore:
 _frozen = False
 
 
-def run_persona_unit(job_config: Any, settings: ModelSettings, plugins: Plugins, actor: Any,
-                     persona: Persona) -> dict[str, Any]:
+def run_persona_unit(
+    job_config: Any, settings: ModelSettings, plugins: Plugins, actor: Any, persona: Persona
+) -> dict[str, Any]:
     """Body of a Ray task: one persona's graph, reading and writing through the store actor.
 
     Returns the task's meter (calls, cache hits, tokens, failures per role) for the driver's summary.
     """
     global _frozen
-    from personagraph.graphs.persona_eval import build_graph
-    from personagraph.models.openai_http import close_sessions
-
     if not _frozen:  # see cli/eval.py: long-lived import-time objects out of the collector's way
         gc.freeze()
         _frozen = True
@@ -154,8 +155,10 @@ def run_persona_unit(job_config: Any, settings: ModelSettings, plugins: Plugins,
 
     asyncio.run(main())
     store.flush()
-    return {name: dict(getattr(meter, name)) for name in
-            ("calls", "cache_hits", "input_tokens", "output_tokens", "failures")}
+    return {
+        name: dict(getattr(meter, name))
+        for name in ("calls", "cache_hits", "input_tokens", "output_tokens", "failures")
+    }
 
 
 def _user_error(exc: BaseException) -> PersonagraphError | None:
@@ -202,7 +205,7 @@ class RayExecutor:
                 f"instead of the agent object ({names}), or use --executor local"
             )
         ray = _ray()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
 
         config = job.config
         todo = [p for p in config.personas if store.get(UNIT_DONE, unit_id(p, config)) is None]
@@ -212,9 +215,11 @@ class RayExecutor:
         actor = None
         try:
             here = ray.get_runtime_context().get_node_id()
-            actor = ray.remote(StoreActor).options(
-                num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
-            ).remote(str(job.run_dir))
+            actor = (
+                ray.remote(StoreActor)
+                .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+                .remote(str(job.run_dir))
+            )
             slots = max(1, min(len(todo), int(ray.cluster_resources().get("CPU", 1))))
             settings = job.settings.model_copy(update={"concurrency": max(1, config.concurrency // slots)})
             task = ray.remote(run_persona_unit).options(max_retries=1)
@@ -224,8 +229,9 @@ class RayExecutor:
                     persona = queue.pop(0)
                     ref = task.remote(config, settings, job.plugins, actor, persona)
                     running[asyncio.wrap_future(ref.future())] = (ref, persona)
-                done, _ = await asyncio.wait(list(running), timeout=POLL_S,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    list(running), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED
+                )
                 for stage in await asyncio.wrap_future(actor.take_items.remote().future()):
                     job.on_item(stage)
                 for future in done:
@@ -239,8 +245,12 @@ class RayExecutor:
                                 ray.cancel(other)
                             raise error from None
                         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
-                        store.put("error", f"{persona.id}-executor",
-                                  {"stage": "executor", "error": reason}, unit=persona.id)
+                        store.put(
+                            "error",
+                            f"{persona.id}-executor",
+                            {"stage": "executor", "error": reason},
+                            unit=persona.id,
+                        )
             await asyncio.wrap_future(actor.sync.remote().future())
         finally:
             if actor is not None:

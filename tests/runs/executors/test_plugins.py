@@ -15,8 +15,9 @@ import pytest
 
 from personagraph.agents.plugin import adapt, load_agent
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import RunConfig, evaluate
-from personagraph.executors import load_plugins
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
+from personagraph.runs.plugins import load_plugins
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
@@ -49,8 +50,8 @@ PLUGIN_SOURCE = textwrap.dedent('''
 ''')
 
 
-def config(models: list[str]) -> RunConfig:
-    return RunConfig(
+def config(models: list[str]) -> EvalConfig:
+    return EvalConfig(
         personas=PERSONAS,
         models=models,
         judges=["test:judge"],
@@ -86,12 +87,12 @@ async def test_plugin_agents_on_ray_equal_local_and_resume_from_the_cache(
     with pytest.raises(TypeError):
         pickle.dumps(load_plugins(paths)[1])
     models = ["test:agent", *paths]
-    local = await evaluate(config(models), tmp_path / "local", agents=paths)
-    on_ray = await evaluate(config(models), tmp_path / "ray", agents=paths, executor="ray")
-    assert on_ray["executor"] == "ray" and on_ray["personas_finished"] == 2 and not on_ray["errors"]
-    assert list(on_ray["models"]) == list(local["models"]) and set(on_ray["models"]) == set(models)
-    assert on_ray["models"] == local["models"]
-    assert on_ray["llm_calls"] == local["llm_calls"] and on_ray["roles"] == local["roles"]
+    local = await run_eval(config(models), tmp_path / "local")
+    on_ray = await run_eval(config(models), tmp_path / "ray", executor="ray")
+    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.errors
+    assert list(on_ray.models) == list(local.models) and set(on_ray.models) == set(models)
+    assert on_ray.models == local.models
+    assert on_ray.llm_calls == local.llm_calls and on_ray.roles == local.roles
     for kind in ("selection", "question", "answer", "exemplars", "verdict", "item_score"):
         assert rows(tmp_path / "ray", kind) == rows(tmp_path / "local", kind), kind
     answers = {(a["model"], a["id"]): a["text"] for a in rows(tmp_path / "ray", "answer")}
@@ -101,9 +102,9 @@ async def test_plugin_agents_on_ray_equal_local_and_resume_from_the_cache(
     db.execute("DELETE FROM records WHERE kind = 'unit_done'")
     db.commit()
     db.close()
-    resumed = await evaluate(config(models), tmp_path / "ray", agents=paths, executor="ray")
-    assert resumed["llm_calls"] == 0 and resumed["cache_hits"] == local["llm_calls"]
-    assert resumed["models"] == local["models"] and not resumed["errors"]
+    resumed = await run_eval(config(models), tmp_path / "ray", executor="ray")
+    assert resumed.llm_calls == 0 and resumed.cache_hits == local.llm_calls
+    assert resumed.models == local.models and not resumed.errors
 
 
 async def test_a_path_that_does_not_load_on_a_worker_ends_the_run_in_one_line(
@@ -113,7 +114,7 @@ async def test_a_path_that_does_not_load_on_a_worker_ends_the_run_in_one_line(
     load_plugins([path])  # the driver has it, as after the CLI loaded it; the workers will not find it
     plugin_module.unlink()
     with pytest.raises(PersonagraphError) as on_ray:
-        await evaluate(config([path]), tmp_path / "run", agents=[path], executor="ray")
+        await run_eval(config([path]), tmp_path / "run", executor="ray")
     del sys.modules[plugin_module.stem]
     with pytest.raises(PersonagraphError) as local:
         load_agent(path)
@@ -126,10 +127,10 @@ async def test_agent_objects_run_locally_and_ray_asks_for_their_path(tmp_path: P
         return "An inline reply."
 
     agent = adapt(inline, "inline")
-    summary = await evaluate(config(["inline"]), tmp_path / "local", agents=[agent])
-    assert summary["personas_finished"] == 2 and summary["models"]["inline"]["persona_score"] is not None
+    summary = await run_eval(config(["inline"]), tmp_path / "local", agents=[agent])
+    assert summary.personas_finished == 2 and summary.models["inline"]["persona_score"] is not None
     with pytest.raises(PersonagraphError, match=r"pass the path instead of the agent object \(inline\)"):
-        await evaluate(config(["inline"]), tmp_path / "ray", agents=[agent], executor="ray")
+        await run_eval(config(["inline"]), tmp_path / "ray", agents=[agent], executor="ray")
 
 
 def test_eval_cli_runs_a_plugin_from_the_working_directory_on_ray(
@@ -169,3 +170,9 @@ def test_eval_cli_runs_a_plugin_from_the_working_directory_on_ray(
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["executor"] == "ray" and list(summary["models"]) == [path] and not summary["errors"]
     assert summary["models"][path]["persona_score"] is not None
+
+
+async def test_an_agent_object_whose_name_is_not_in_models_is_refused(tmp_path: Path) -> None:
+    agent = adapt(lambda messages: "A reply.", "inline")
+    with pytest.raises(PersonagraphError, match="agents: 'inline' is not in models"):
+        await run_eval(config(["test:agent"]), tmp_path / "run", agents=[agent])

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
-from personagraph.executors.base import EvalJob, build_context, run_unit
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter
+from personagraph.models.openai_http import close_sessions
+from personagraph.runs.executors.base import EvalJob, build_context, run_unit
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
@@ -18,11 +22,6 @@ class LocalExecutor:
     name = "local"
 
     async def run(self, job: EvalJob, store: RunStore, meter: Meter) -> None:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        from personagraph.graphs.persona_eval import build_graph
-        from personagraph.models.openai_http import close_sessions
-
         config = job.config
         context = build_context(config, job.settings, store, meter, job.agents, job.on_item, job.plugins)
         gate = asyncio.Semaphore(config.concurrency)

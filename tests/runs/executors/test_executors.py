@@ -8,19 +8,29 @@ from pathlib import Path
 import pytest
 
 from personagraph.errors import PersonagraphError
-from personagraph.evaluate import RunConfig, evaluate
-from personagraph.executors import get_executor
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
+from personagraph.runs.executors import get_executor
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
-PERSONAS = [Persona(description="A 70-year-old retired cowboy from Texas"),
-            Persona(description="A 36-year-old environmental lawyer from Sydney")]
+PERSONAS = [
+    Persona(description="A 70-year-old retired cowboy from Texas"),
+    Persona(description="A 36-year-old environmental lawyer from Sydney"),
+]
 
 
-def config(**overrides) -> RunConfig:
-    base = dict(personas=PERSONAS, models=["test:agent"], judges=["test:judge"], generator="test:gen",
-                environments=2, questions_per_task=1, concurrency=4)
-    return RunConfig(**{**base, **overrides})
+def config(**overrides) -> EvalConfig:
+    base = dict(
+        personas=PERSONAS,
+        models=["test:agent"],
+        judges=["test:judge"],
+        generator="test:gen",
+        environments=2,
+        questions_per_task=1,
+        concurrency=4,
+    )
+    return EvalConfig(**{**base, **overrides})
 
 
 def rows(run_dir: Path, kind: str) -> list[dict]:
@@ -35,29 +45,29 @@ def test_unknown_executor_and_stray_address_are_one_line_errors() -> None:
 
 
 async def test_local_executor_marks_units_done_and_skips_them(run_dir: Path) -> None:
-    first = await evaluate(config(), run_dir)
-    assert first["executor"] == "local" and first["personas_finished"] == 2
+    first = await run_eval(config(), run_dir)
+    assert first.executor == "local" and first.personas_finished == 2
     assert len(RunStore(run_dir).records("unit_done")) == 2
-    second = await evaluate(config(), run_dir)
-    assert second["llm_calls"] == 0 and second["cache_hits"] == 0  # finished units are not even replayed
-    assert second["models"] == first["models"]
+    second = await run_eval(config(), run_dir)
+    assert second.llm_calls == 0 and second.cache_hits == 0  # finished units are not even replayed
+    assert second.models == first.models
 
 
 async def test_ray_results_equal_local_and_resume_the_same_way(ray_cluster, tmp_path: Path) -> None:
-    local = await evaluate(config(), tmp_path / "local")
-    on_ray = await evaluate(config(), tmp_path / "ray", executor="ray")
-    assert on_ray["executor"] == "ray" and on_ray["personas_finished"] == 2 and not on_ray["errors"]
-    assert on_ray["models"] == local["models"]
-    assert on_ray["llm_calls"] == local["llm_calls"] and on_ray["roles"] == local["roles"]
+    local = await run_eval(config(), tmp_path / "local")
+    on_ray = await run_eval(config(), tmp_path / "ray", executor="ray")
+    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.errors
+    assert on_ray.models == local.models
+    assert on_ray.llm_calls == local.llm_calls and on_ray.roles == local.roles
     for kind in ("selection", "question", "answer", "exemplars", "verdict", "item_score"):
         assert rows(tmp_path / "ray", kind) == rows(tmp_path / "local", kind), kind
     # one store: every call the workers made is in the driver's run directory, once
     db = sqlite3.connect(tmp_path / "ray" / "run.sqlite")
-    assert db.execute("SELECT count(*) FROM calls").fetchone()[0] == local["llm_calls"]
+    assert db.execute("SELECT count(*) FROM calls").fetchone()[0] == local.llm_calls
     # a run cut short (units not marked done) resumes from the response cache: no call is sent again
     db.execute("DELETE FROM records WHERE kind = 'unit_done'")
     db.commit()
     db.close()
-    resumed = await evaluate(config(), tmp_path / "ray", executor="ray")
-    assert resumed["llm_calls"] == 0 and resumed["cache_hits"] == local["llm_calls"]
-    assert resumed["models"] == local["models"]
+    resumed = await run_eval(config(), tmp_path / "ray", executor="ray")
+    assert resumed.llm_calls == 0 and resumed.cache_hits == local.llm_calls
+    assert resumed.models == local.models

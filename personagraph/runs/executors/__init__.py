@@ -3,14 +3,16 @@
 ``local`` (default) runs every persona's graph in this process's event loop; ``ray`` runs persona
 units as Ray tasks on a cluster, writing through one store actor on the driver's node. Both write the
 same rows to the same run store, so summaries, reports and resume do not care which one ran.
-Plug-in agents travel as ``module:attr`` paths (:class:`Plugins`) and are loaded where the units run.
-Ray is imported only when the ``ray`` executor is asked for.
+Plug-in agents travel as ``module:attr`` paths (:class:`~personagraph.runs.plugins.Plugins`) and are
+loaded where the units run. Ray is imported only when the ``ray`` executor is asked for.
 """
 
 from __future__ import annotations
 
 from personagraph.errors import PersonagraphError
-from personagraph.executors.base import EvalJob, Executor, Plugins, build_context, load_plugins, unit_id
+from personagraph.runs.executors.base import EvalJob, Executor, build_context, unit_id
+from personagraph.runs.executors.distributed import RayExecutor
+from personagraph.runs.executors.local import LocalExecutor
 
 EXECUTORS = ("local", "ray")
 
@@ -20,12 +22,8 @@ def get_executor(name: str, *, address: str | None = None) -> Executor:
     if name == "local":
         if address:
             raise PersonagraphError("--ray-address needs --executor ray")
-        from personagraph.executors.local import LocalExecutor
-
         return LocalExecutor()
     if name == "ray":
-        from personagraph.executors.distributed import RayExecutor
-
         return RayExecutor(address=address)
     raise PersonagraphError(f"--executor {name!r}: unknown; choose one of {', '.join(EXECUTORS)}")
 
@@ -34,9 +32,9 @@ __all__ = [
     "EXECUTORS",
     "EvalJob",
     "Executor",
-    "Plugins",
+    "LocalExecutor",
+    "RayExecutor",
     "build_context",
     "get_executor",
-    "load_plugins",
     "unit_id",
 ]

@@ -1,0 +1,315 @@
+"""What every run kind shares: the :class:`Run` context, the base :class:`Summary`, progress events.
+
+A run kind (``runs/eval.py``, ``runs/simulate.py``, …) is a pydantic ``Config``, an ``async def run(config,
+run_dir, *, …) -> Summary`` and its sync twin. Its set-up is the same everywhere and lives here once:
+
+    with Run(KIND, run_dir, config, on_progress=on_progress) as run:
+        run.record(prompts={...}, data={...})      # prompt/rubric versions and data-file hashes
+        ...                                        # work, with run.store, run.meter, run.advance(stage)
+        return run.finish(MySummary(...))          # fills the common numbers, writes the summary file
+
+``Run`` opens the run store, refuses a directory that holds another kind of run (one line), records the
+config (without secrets) and the versions of the libraries that shape results, owns the call
+:class:`~personagraph.models.Meter`, and turns per-item notifications into typed :class:`ProgressEvent`\\ s
+whose totals the library knows (the CLI only draws them).
+
+Outcome accounting: every :class:`Summary` carries ``failures`` (one :class:`FailedItem` per item that did
+not finish: stage, item id, model, reason) and ``incomplete`` (items neither finished nor failed); its
+``exit_code`` is what the CLI exits with (0, or :data:`EXIT_INCOMPLETE`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from personagraph.errors import PersonagraphError
+from personagraph.models import Meter
+from personagraph.store import RunStore
+from personagraph.version import __version__
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 3  # the run ended, but some items failed or did not finish (exit 2 is bad input)
+
+# The libraries whose versions can change a run's numbers (prompts and parsing, graphs, inference,
+# statistics, metrics); recorded with every run when installed.
+RESULT_LIBRARIES = (
+    "langgraph",
+    "langchain-core",
+    "langchain-openai",
+    "pydantic",
+    "llama_cpp_python",
+    "numpy",
+    "scipy",
+    "sentence-transformers",
+    "transformers",
+    "torch",
+    "rouge-score",
+    "nltk",
+    "bert-score",
+    "chromadb",
+    "rank-bm25",
+)
+_SECRET_WORDS = ("key", "secret", "password", "token")
+
+
+class ConfigError(PersonagraphError):
+    """A config field with a bad value; the CLI names the flag of the same name instead of the field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+C = TypeVar("C", bound=BaseModel)
+
+
+def make_config(cls: type[C], **fields: Any) -> C:
+    """``cls(**fields)``, with pydantic's first complaint as a one-line :class:`ConfigError`."""
+    try:
+        return cls(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"][:1]) or "config"
+        raise ConfigError(field, first["msg"]) from None
+
+
+class FailedItem(BaseModel):
+    """One item of a run that failed: where, which, for which model, and why (one line)."""
+
+    stage: str
+    item: str
+    model: str | None = None
+    reason: str
+
+
+class Summary(BaseModel):
+    """The numbers every run kind reports; a kind's summary adds its own fields (extra keys are kept).
+
+    ``failures`` and ``incomplete`` are the outcome accounting: a run whose items all finished has
+    neither, and only such a run exits 0.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str = ""
+    run_dir: str = ""
+    llm_calls: int = 0
+    cache_hits: int = 0
+    wall_time_s: float = 0.0
+    roles: dict[str, Any] = Field(default_factory=dict)  # calls and cache hits per model role
+    failures: list[FailedItem] = Field(default_factory=list)
+    incomplete: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when every item of the run finished."""
+        return not self.failures and not self.incomplete
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every item finished, else :data:`EXIT_INCOMPLETE`."""
+        return EXIT_OK if self.complete else EXIT_INCOMPLETE
+
+    def outcome_line(self) -> str | None:
+        """One line counting the failed and incomplete items (None when there are none)."""
+        if self.complete:
+            return None
+        parts = [f"{len(self.failures)} failed"] if self.failures else []
+        parts += [f"{self.incomplete} incomplete"] if self.incomplete else []
+        return (
+            f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'}); "
+            "run the same command again to resume"
+        )
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Progress of one stage of a run: ``done`` of ``total`` items (``total`` None while unknown)."""
+
+    stage: str
+    done: int
+    total: int | None
+
+
+ProgressHandler = Callable[[ProgressEvent], None]
+S = TypeVar("S", bound=Summary)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def synchronous(func: Callable[P, Awaitable[T]], name: str | None = None) -> Callable[P, T]:
+    """The sync twin of an async function: same arguments, run to completion with ``asyncio.run``
+    (so it cannot be called from a running event loop: use the async one there)."""
+
+    @functools.wraps(func)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return asyncio.run(func(*args, **kwargs))  # type: ignore[arg-type]
+
+    twin.__name__ = twin.__qualname__ = name or f"{func.__name__}_sync"
+    twin.__doc__ = f"Synchronous :func:`{func.__name__}` (same arguments). {func.__doc__ or ''}"
+    return twin
+
+
+def library_versions() -> dict[str, str]:
+    """personagraph's version and those of the installed :data:`RESULT_LIBRARIES`."""
+    versions = {"personagraph": __version__}
+    for name in RESULT_LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def redact_url(url: str) -> str:
+    """A connection URL without its password or query (safe for meta, logs and errors)."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (
+            f":{parts.port}" if parts.port else ""
+        )
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts._replace(query=""))
+
+
+def without_secrets(value: Any) -> Any:
+    """``value`` (JSON data) without fields named like secrets and with passwords cut out of URLs."""
+    if isinstance(value, dict):
+        return {
+            k: without_secrets(v)
+            for k, v in value.items()
+            if not any(word in str(k).lower() for word in _SECRET_WORDS)
+        }
+    if isinstance(value, list):
+        return [without_secrets(v) for v in value]
+    if isinstance(value, str) and "://" in value and "@" in value:
+        return redact_url(value)
+    return value
+
+
+class Run:
+    """The context of one run of one kind in one run directory (see the module docstring).
+
+    Args:
+        kind: the run kind (``eval``, ``simulate``, …); a directory holding another kind is refused.
+        run_dir: the run directory (created if needed; reused to resume).
+        config: the run's config, recorded without secrets under ``config_key``.
+        config_key: the meta key of the config (kinds that hold several units in one directory use one
+            key per unit).
+        exclude: config fields left out of the record (large inputs recorded elsewhere).
+        on_progress: receives a :class:`ProgressEvent` whenever a stage's total or count changes.
+        summary_file: the file in ``run_dir`` that :meth:`finish` writes.
+        write_behind: open the store with a writer thread (see :class:`~personagraph.store.RunStore`).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        run_dir: str | Path,
+        config: BaseModel,
+        *,
+        config_key: str = "config",
+        exclude: set[str] | None = None,
+        on_progress: ProgressHandler | None = None,
+        summary_file: str = "summary.json",
+        write_behind: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.run_dir = Path(run_dir)
+        self.config = config
+        self.meter = Meter()
+        self.summary_file = summary_file
+        self._config_key = config_key
+        self._exclude = exclude or set()
+        self._write_behind = write_behind
+        self._on_progress = on_progress
+        self._done: dict[str, int] = {}
+        self._totals: dict[str, int | None] = {}
+        self._started = time.perf_counter()
+        self._store: RunStore | None = None
+
+    @property
+    def store(self) -> RunStore:
+        if self._store is None:
+            raise RuntimeError("Run.store is open only inside `with Run(...)`")
+        return self._store
+
+    def __enter__(self) -> Run:
+        self._store = RunStore(self.run_dir, write_behind=self._write_behind)
+        try:
+            held = self._store.get_meta("kind")
+            if held not in (None, self.kind):
+                raise PersonagraphError(
+                    f"--run-dir {self.run_dir}: holds a {held} run, not {self.kind}; use another directory"
+                )
+            self._store.set_meta("kind", self.kind)
+            config = self.config.model_dump(mode="json", exclude=self._exclude)
+            self._store.set_meta(self._config_key, without_secrets(config))
+            self._store.set_meta("versions", library_versions())
+        except BaseException:
+            self._store.close()
+            self._store = None
+            raise
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def record(self, **meta: Any) -> None:
+        """Records more meta (prompt and rubric versions, data-file hashes, sources), without secrets."""
+        for key, value in meta.items():
+            self.store.set_meta(key, without_secrets(value))
+
+    # --- progress -------------------------------------------------------------------------------------
+    def expect(self, stage: str, total: int | None) -> None:
+        """Announces a stage and how many items it will finish (None: not known yet)."""
+        self._totals[stage] = total
+        self._done.setdefault(stage, 0)
+        self._emit(stage)
+
+    def advance(self, stage: str, n: int = 1) -> None:
+        """Counts ``n`` finished items of ``stage``."""
+        self._done[stage] = self._done.get(stage, 0) + n
+        self._emit(stage)
+
+    def _emit(self, stage: str) -> None:
+        if self._on_progress is not None:
+            self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage)))
+
+    # --- the end --------------------------------------------------------------------------------------
+    def finish(self, summary: S, *, write: bool = True) -> S:
+        """Fills the numbers every summary has and writes it to :attr:`summary_file` (``write=False``:
+        the kind writes its own file, e.g. one that gathers several units)."""
+        summary.kind = self.kind
+        summary.run_dir = str(self.run_dir)
+        summary.llm_calls = self.meter.total_calls
+        summary.cache_hits = self.meter.total_cache_hits
+        summary.wall_time_s = round(time.perf_counter() - self._started, 3)
+        summary.roles = self.meter.as_dict()
+        if write:
+            self.write_json(self.summary_file, summary.model_dump(mode="json"))
+        return summary
+
+    def write_json(self, name: str, data: Any) -> Path:
+        """Writes ``data`` as indented UTF-8 JSON to ``name`` in the run directory."""
+        path = self.run_dir / name
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        return path

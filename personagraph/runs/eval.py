@@ -1,0 +1,231 @@
+"""The ``eval`` run: the PersonaGym evaluation of many personas × models, concurrent and resumable.
+
+Each persona runs through the persona_eval graph with its own checkpoint thread (on an executor: this
+process, or Ray tasks); every LLM call goes through the run store's response cache, so running the same
+config on the same run directory again sends no finished call twice. ``summary.json`` is computed from
+the store only (:func:`build_summary`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from personagraph.agents import Agent
+from personagraph.environments import load_tasks
+from personagraph.errors import PersonagraphError
+from personagraph.judges.scoring import summarize_scores
+from personagraph.models import ModelSettings, parse_spec
+from personagraph.prompts import load_prompt
+from personagraph.resources import data_hash
+from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.executors import EvalJob, get_executor
+from personagraph.runs.plugins import Plugins, is_plugin_path
+from personagraph.schemas import Answer, Persona, Verdict
+from personagraph.store import RunStore
+
+KIND = "eval"
+DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
+DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
+# ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, the first judge)
+QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20}
+PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
+STAGES = ("select", "questions", "answers", "exemplars", "verdicts")  # the graph's items, in order
+
+
+class EvalConfig(BaseModel):
+    """Everything that defines an evaluation run (recorded in the run directory, without secrets).
+
+    ``personas`` accepts plain strings. ``models`` holds model specs and plug-in agents' names
+    (``module:attr`` paths, or the names of agent objects passed to :func:`run`).
+    """
+
+    personas: list[Persona] = Field(min_length=1)
+    benchmark: dict[str, dict[str, list[str]]] | None = None  # persona description → task → questions
+    models: list[str] = Field(default_factory=lambda: [DEFAULT_MODEL])
+    judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
+    generator: str | None = None  # env_selector, question_gen and exemplar_gen; default: first judge
+    environments: int = Field(5, ge=1, le=50)
+    shortlist: int = Field(0, ge=0, le=1000)  # selector sees the N environments nearest the persona; 0: all
+    questions_per_task: int = Field(2, ge=1, le=50)
+    concurrency: int = Field(8, ge=1, le=1024)
+    seed: int = 0
+    allow_self_judging: bool = False
+    persona_temperature: float = Field(0.7, ge=0, le=2)
+    max_answer_tokens: int = Field(256, ge=16, le=8192)
+    quick: bool = False  # the QUICK preset for every field above that is not given
+
+    @field_validator("personas", mode="before")
+    @classmethod
+    def _plain_strings(cls, value: Any) -> Any:
+        if isinstance(value, str | Persona):
+            value = [value]
+        return (
+            [Persona(description=p) if isinstance(p, str) else p for p in value]
+            if isinstance(value, list | tuple)
+            else value
+        )
+
+    @field_validator("models", "judges")
+    @classmethod
+    def _non_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one is needed")
+        return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _quick_preset(self) -> EvalConfig:
+        if self.quick:
+            for name, value in QUICK.items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, value)
+            self.judges = self.judges[:1]
+        return self
+
+    def fingerprint(self) -> str:
+        """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
+        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+
+    def stage_totals(self) -> dict[str, int]:
+        """How many items each stage of the graph finishes for this config (the progress totals)."""
+        n_tasks = len(load_tasks())
+        if self.benchmark is not None:
+            questions = sum(
+                len(qs) for p in self.personas for qs in self.benchmark.get(p.description, {}).values()
+            )
+        else:
+            questions = len(self.personas) * n_tasks * self.questions_per_task
+        generated = 0 if self.benchmark is not None else len(self.personas)
+        return {
+            "select": generated,
+            "questions": generated * n_tasks,
+            "answers": questions * len(self.models),
+            "exemplars": questions,
+            "verdicts": questions * len(self.models) * len(self.judges),
+        }
+
+
+class EvalSummary(Summary):
+    """``summary.json`` of an eval run: scores per model and task, judge agreement, finished personas."""
+
+    models: dict[str, Any] = Field(default_factory=dict)
+    failed_verdicts: int = 0
+    verdicts: int = 0
+    judge_agreement: dict[str, Any] = Field(default_factory=dict)
+    per_judge_mean: dict[str, float | None] = Field(default_factory=dict)
+    personas: int = 0
+    personas_finished: int = 0
+    environments_unknown_dropped: int = 0
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    tokens: list[dict[str, Any]] = Field(default_factory=list)
+    executor: str = "local"
+
+
+def check_judges(config: EvalConfig) -> None:
+    """Refuses a judge that is also an agent under test, unless self-judging is allowed."""
+    if config.allow_self_judging:
+        return
+    for judge in config.judges:
+        if judge in config.models:
+            raise PersonagraphError(
+                f"judge {judge} is also the model under test; choose another --judge or pass "
+                "--allow-self-judging"
+            )
+
+
+async def run(
+    config: EvalConfig,
+    run_dir: str | Path,
+    *,
+    settings: ModelSettings | None = None,
+    agents: list[Agent] | None = None,
+    on_progress: ProgressHandler | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+) -> EvalSummary:
+    """Runs (or resumes) an evaluation and returns the summary also written to ``summary.json``.
+
+    Args:
+        config: what to evaluate. Names in ``config.models`` are model specs (a PersonaAgent over the
+            run store, so its calls are cached), plug-in paths (``module:attr``, loaded here and by every
+            process that runs units) or the names of ``agents``.
+        run_dir: the run directory (created if needed; reused to resume).
+        settings: endpoint settings shared by the roles (base URL, API key).
+        agents: agent objects under test (``local`` executor only, as objects need not pickle); each
+            one's ``name`` must be in ``config.models``.
+        on_progress: receives a :class:`~personagraph.runs.base.ProgressEvent` per finished item.
+        executor: ``local`` (this process's event loop) or ``ray`` (persona units as Ray tasks).
+        ray_address: the Ray cluster to join (default: a running one, or start one on this machine).
+
+    Raises:
+        PersonagraphError: bad config (one line naming the field or value).
+    """
+    runner = get_executor(executor, address=ray_address)
+    settings = (settings or ModelSettings()).model_copy(
+        update={"concurrency": config.concurrency, "seed": config.seed}
+    )
+    objects = list(agents or [])
+    for agent in objects:
+        if agent.name not in config.models:
+            raise PersonagraphError(f"agents: {agent.name!r} is not in models; list its name there")
+    named = {agent.name for agent in objects}
+    plugins, _ = Plugins.from_paths(m for m in config.models if m not in named and is_plugin_path(m))
+    for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
+        if spec not in named and spec not in plugins.paths:
+            parse_spec(spec)
+    check_judges(config)
+    with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True) as run:
+        run.record(
+            prompts={name: load_prompt(name).version for name in PROMPTS}
+            | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
+        )
+        for stage, total in config.stage_totals().items():
+            if total:
+                run.expect(stage, total)
+        job = EvalJob(
+            config=config,
+            run_dir=Path(run_dir),
+            settings=settings,
+            agents=objects or None,
+            plugins=plugins,
+            on_item=run.advance,
+        )
+        await runner.run(job, run.store, run.meter)
+        summary = build_summary(run.store, config)
+        summary.executor = runner.name
+        return run.finish(summary)
+
+
+run_sync = synchronous(run)
+
+
+def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSummary:
+    """The scores of a run, computed from its store (optionally restricted to one config's work)."""
+    if config is None:
+        config = EvalConfig.model_validate(store.get_meta("config"))
+    persona_ids = {p.id for p in config.personas}
+    # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
+    # give the same CI whatever order concurrency (or a resumed run) wrote them in.
+    answers = [Answer.model_validate(a) for a in store.records("answer")]
+    answers = sorted(
+        (a for a in answers if a.persona_id in persona_ids and a.model in config.models), key=lambda a: a.id
+    )
+    answer_ids = {a.id for a in answers}
+    verdicts = [Verdict.model_validate(v) for v in store.records("verdict")]
+    verdicts = sorted(
+        (v for v in verdicts if v.answer_id in answer_ids and v.judge in config.judges), key=lambda v: v.id
+    )
+    selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
+    return EvalSummary(
+        **summarize_scores(answers, verdicts, config.judges, seed=config.seed),
+        personas=len(config.personas),
+        personas_finished=sum(1 for r in store.records("persona_done") if r["persona_id"] in persona_ids),
+        environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),
+        errors=[e for pid in sorted(persona_ids) for e in store.records("error", unit=pid)][:50],
+        tokens=store.call_stats(),
+    )

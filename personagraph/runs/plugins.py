@@ -1,0 +1,129 @@
+"""Plug-in agents: the one place ``module:attr`` paths are told apart from model specs and loaded.
+
+A name in a run's ``models`` list is a model spec when it starts with a known provider (``openai:``,
+``local:``, ``test:``) and a plug-in path when it is any other ``module:attr``. Paths are loaded once per
+process (:func:`load_plugins`) and travel to worker processes as :class:`Plugins` (paths, not objects: agent
+objects may not pickle).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from personagraph.agents import Agent
+from personagraph.agents.plugin import adapt, load_agent
+from personagraph.errors import PersonagraphError
+from personagraph.models.spec import PROVIDERS
+
+
+def is_plugin_path(name: str) -> bool:
+    """True for a ``module:attr`` plug-in path, False for a model spec (``provider:name``, or anything
+    without a colon, which fails as a spec with the spec's error)."""
+    prefix, colon, _ = name.strip().partition(":")
+    return bool(colon) and prefix not in PROVIDERS
+
+
+_loaded: dict[str, tuple[Any, Agent]] = {}  # path → (its module, the agent)
+
+
+def load_plugins(paths: Iterable[str], sys_path: Iterable[str] = ()) -> list[Agent]:
+    """The plug-in agents at ``paths`` (``module:attr``), each loaded once per process.
+
+    Cached because a Ray worker runs many persona units and a plug-in may build a client or compile a
+    graph; an entry is reused while its module is still the one in ``sys.modules``. ``sys_path``
+    directories that exist here and are not yet on ``sys.path`` go first, so a worker finds a module
+    where the driver found it.
+
+    Raises:
+        PersonagraphError: the one-line error of :func:`~personagraph.agents.plugin.load_agent`.
+    """
+    for entry in reversed(list(sys_path)):
+        if entry not in sys.path and os.path.isdir(entry):
+            sys.path.insert(0, entry)
+    agents = []
+    for path in dict.fromkeys(p.strip() for p in paths):
+        module, agent = _loaded.get(path, (None, None))
+        if agent is None or module is not sys.modules.get(_module_name(path)):
+            agent = load_agent(path)
+            _loaded[path] = (sys.modules.get(_module_name(path)), agent)
+        agents.append(agent)
+    return agents
+
+
+def _module_name(path: str) -> str:
+    return path.partition(":")[0]
+
+
+def _import_root(path: str) -> str | None:
+    """The ``sys.path`` directory this process imported the module of ``path`` from, if it is a file."""
+    module_name = _module_name(path)
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if not file:
+        return None
+    depth = module_name.count(".") + (1 if Path(file).stem == "__init__" else 0)
+    return str(Path(file).parents[depth])
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """Plug-in agents as ``module:attr`` paths: what crosses to worker processes instead of the agents.
+
+    Agent objects may not pickle (a compiled graph, a client, a closure), so every process that runs
+    persona units loads the paths itself (:func:`load_plugins`); the names, which are the paths, are
+    the same everywhere. ``sys_path`` holds the directories the driver imported the modules from.
+    """
+
+    paths: tuple[str, ...] = ()
+    sys_path: tuple[str, ...] = ()
+
+    @classmethod
+    def from_paths(cls, paths: Iterable[str]) -> tuple[Plugins, list[Agent]]:
+        """Loads ``paths`` in this process (a bad path fails here, before any unit runs).
+
+        Returns:
+            The plug-ins to ship, with where their modules came from, and the loaded agents.
+        """
+        agents = load_plugins(paths)
+        names = tuple(agent.name for agent in agents)
+        roots = (_import_root(name) for name in names)
+        return cls(names, tuple(dict.fromkeys(r for r in roots if r))), agents
+
+    def agents(self) -> list[Agent]:
+        """The agents, loaded in this process (once per process)."""
+        return load_plugins(self.paths, self.sys_path)
+
+
+def object_name(obj: Any) -> str:
+    """The name results use for an agent object given without one: its ``name``, else ``module:qualname``."""
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    target = obj if hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(target, '__module__', 'object')}:{target.__qualname__}"
+
+
+def split_models(items: Iterable[Any]) -> tuple[list[str], list[Agent]]:
+    """One ``models=`` list (model specs, ``module:attr`` paths, agent objects) as the run's model names
+    and the agent objects among them (objects that are not an :class:`Agent` are adapted like plug-ins).
+
+    Raises:
+        PersonagraphError: a name given twice, or an object that cannot be adapted.
+    """
+    names: list[str] = []
+    agents: list[Agent] = []
+    for item in items:
+        if isinstance(item, str):
+            name = item.strip()
+        else:
+            agent = item if isinstance(item, Agent) else adapt(item, object_name(item))
+            agents.append(agent)
+            name = agent.name
+        if name in names:
+            raise PersonagraphError(f"models: {name!r} is given twice")
+        names.append(name)
+    return names, agents
