@@ -9,7 +9,10 @@ Newlines and tabs stay. Templates with our own markup keep it and put untrusted 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
+from rich.table import Table
 from rich.text import Text
 
 _CONTROL = re.compile("[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]")
@@ -31,3 +34,10 @@ def plain(*parts: str | Text, style: str | None = None) -> Text:
     for part in parts:
         out.append(part if isinstance(part, Text) else neutralise(str(part)))
     return out
+
+
+def key_column(table: Table, header: str, values: Iterable[str], **options: Any) -> None:
+    """Adds a column of cells people copy (model specs, ids): as wide as its longest value and never cut
+    or wrapped, however narrow the terminal or pipe (80 columns); the table's other columns give way."""
+    width = max((len(value) for value in values), default=0)
+    table.add_column(header, no_wrap=True, min_width=max(width, len(header)), **options)

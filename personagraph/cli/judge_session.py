@@ -10,6 +10,7 @@ from rich.table import Table
 from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
 from personagraph.cli.simulate import render_sessions
 from personagraph.sessions import DEFAULT_JUDGE, judge_session
+from personagraph.terminal import key_column
 
 
 def judge_session_command(
@@ -52,7 +53,7 @@ def judge_session_command(
             store.close()
         table = Table(title="Agent turns")
         table.add_column("turn", justify="right")
-        table.add_column("judge")
+        key_column(table, "judge", (name for e in record["turns"] for name in e.get("scores") or {"—": {}}))
         tasks = sorted({t for e in record["turns"] for s in (e.get("scores") or {}).values() for t in s})
         for task in tasks:
             table.add_column(task, justify="right")

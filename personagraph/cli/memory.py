@@ -10,12 +10,13 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import console, run
+from personagraph.cli._common import console, progress_bars, progress_display, run
 from personagraph.errors import PersonagraphError
-from personagraph.terminal import plain
+from personagraph.terminal import key_column, neutralise, plain
 
 memory_app = typer.Typer(
-    help="Long-term memories: a Chroma bank per user, recall, MADial-Bench evaluation.", no_args_is_help=True
+    help="Long-term memories: a Chroma bank per user, recall, MADial-Bench evaluation.", no_args_is_help=True,
+    rich_markup_mode=None,  # plain help, like the main app's
 )
 
 MEMORY_DIR_ENV = "PERSONAGRAPH_MEMORY_DIR"
@@ -138,7 +139,9 @@ def import_(
 
         # read (and check) the whole file before the bank exists: a bad file leaves no empty bank behind
         memories = read_memories(file, fmt=fmt, user_id=user, madial_split=madial_split)
-        n = open_bank(memory_dir, chroma_url, collection, embedding_model).save(memories, replace=replace)
+        with progress_display(label_width=14, transient=True) as progress:
+            progress.add_task("embed memories", total=None)  # one batch: elapsed time, no count
+            n = open_bank(memory_dir, chroma_url, collection, embedding_model).save(memories, replace=replace)
         console.print(plain(f"imported {n} memories from {file}"))
 
     run(body)
@@ -197,8 +200,9 @@ def search(
             user, context, k, emotion=emotion, scene=scene
         )
         table = Table(title=plain(f"memories of {user} ({name})"))
-        for column in ("id", "score", "time", "emotion", "event"):
-            table.add_column(column, justify="right" if column == "score" else "left")
+        key_column(table, "id", (neutralise(r.memory.id) for r in found))
+        for column in ("score", "time", "emotion", "event"):
+            table.add_column(column, justify="right" if column == "score" else "left", overflow="fold")
         for r in found:  # memory text is untrusted: plain cells, never markup
             table.add_row(*(plain(cell) for cell in (r.memory.id, f"{r.score:.3f}", r.memory.time,
                                                       r.memory.emotion, r.memory.event)))
@@ -282,9 +286,11 @@ def eval_retrieval(
         memory_rows = read_memories(memories, fmt="auto", madial_split=split)
         if embedding_model:
             os.environ["PERSONAGRAPH_EMBEDDING_MODEL"] = embedding_model
-        result = evaluate_retrieval(
-            dialogue_rows, memory_rows, methods, ks=cutoffs, memory_dir=memory_dir, source=str(dialogues)
-        )
+        with progress_display(label_width=14, transient=True) as progress:
+            result = evaluate_retrieval(
+                dialogue_rows, memory_rows, methods, ks=cutoffs, memory_dir=memory_dir, source=str(dialogues),
+                on_progress=progress_bars(progress),
+            )
         console.print(retrieval_table(result.scores, cutoffs))
         if save_rankings:
             for name in methods:

@@ -26,6 +26,7 @@ from personagraph.sessions import (
     session_specs,
     simulate,
 )
+from personagraph.terminal import key_column
 
 MAX_SESSION_BARS = 8
 
@@ -44,7 +45,7 @@ def render_sessions(summary: dict[str, Any]) -> Table:
     """One row per session, then the overall numbers (also used after ``judge-session``)."""
     tasks = sorted({t for s in summary["sessions"] for t in s["task_means"]})
     table = Table(title="Sessions (scores 1–5)")
-    table.add_column("session", no_wrap=True)
+    key_column(table, "session", (short_name(s["id"]) for s in summary["sessions"]))
     table.add_column("turns", justify="right")
     table.add_column("stop")
     for task in tasks:

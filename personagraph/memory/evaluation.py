@@ -15,6 +15,7 @@ from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.madial import MadialDialogue, check_references
 from personagraph.memory.metrics import RetrievalScores, evaluate_rankings
 from personagraph.memory.recall import Recaller, RecallSettings, fuse
+from personagraph.runs.base import ProgressEvent, ProgressHandler
 
 
 class QueryRanking(BaseModel):
@@ -51,21 +52,31 @@ def evaluate_retrieval(
     memory_dir: str | Path | None = None,
     settings: RecallSettings | None = None,
     source: str = "dialogues",
+    on_progress: ProgressHandler | None = None,
 ) -> RetrievalRun:
     """Builds a bank of ``memories`` (in ``memory_dir`` or a temp folder) and scores each method.
 
     Every method ranks the same candidates (computed once per dialogue); rankings keep the top
-    ``max(ks, 10)`` ids.
+    ``max(ks, 10)`` ids. ``on_progress`` hears each stage: ``embed memories`` and ``embed queries`` (one
+    step each, the slow part on CPU), ``candidates`` (per dialogue), ``methods``.
     """
     check_references(dialogues, memories, source)
     depth = max(max(ks), 10)
     base = settings or RecallSettings()
+    emit = on_progress or (lambda event: None)
     with tempfile.TemporaryDirectory(prefix="personagraph-memory-") as tmp:
         bank = MemoryBank(memory_dir or tmp)
+        emit(ProgressEvent("embed memories", 0, 1))
         bank.upsert(list(memories))
+        emit(ProgressEvent("embed memories", 1, 1))
+        emit(ProgressEvent("embed queries", 0, 1))
         warm_queries(dialogues, bank.model_path)
+        emit(ProgressEvent("embed queries", 1, 1))
         recaller = Recaller(bank, base)
-        cands = [recaller.candidates(d.user_id, d.context()) for d in dialogues]
+        cands = []
+        for d in dialogues:
+            cands.append(recaller.candidates(d.user_id, d.context()))
+            emit(ProgressEvent("candidates", len(cands), len(dialogues)))
         scores: dict[str, RetrievalScores] = {}
         rankings: dict[str, list[QueryRanking]] = {}
         for method in methods:
@@ -90,6 +101,7 @@ def evaluate_retrieval(
                 )
             rankings[method] = rows
             scores[method] = evaluate_rankings([(r.relevant_ids, r.ranked_ids) for r in rows], ks)
+            emit(ProgressEvent("methods", len(scores), len(methods)))
     return RetrievalRun(scores=scores, rankings=rankings)
 
 
