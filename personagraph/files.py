@@ -39,6 +39,23 @@ _SPECIAL = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device", stat.S_
             stat.S_ISSOCK: "a socket"}
 
 
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""An id that may name a file: letters, digits, ``.``, ``_``, ``-`` (no separators, no leading dot)."""
+
+
+def safe_id(value: Any, where: str) -> str:
+    """``value`` when it is a :data:`SAFE_ID` without ``..``; ids read from files become file names.
+
+    Raises:
+        PersonagraphError: ``{where}: {value!r} is not a safe id (...)`` — e.g. ``../../x`` or ``/tmp/x``.
+    """
+    if isinstance(value, str) and SAFE_ID.fullmatch(value) and ".." not in value:
+        return value
+    raise PersonagraphError(
+        f"{where}: {value!r} is not a safe id (letters, digits, '.', '_' and '-', at most 128, no '..')"
+    )
+
+
 def check_input_file(path: str | Path) -> Path:
     """Refuses what cannot be read as an input file, before opening it (opening a FIFO blocks).
 

@@ -173,3 +173,13 @@ def test_a_surrogate_pair_is_an_ordinary_character(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"q": "\\ud83d\\ude00"}\n')
     assert read_jsonl(path) == [(1, {"q": "😀"})]
+
+
+@pytest.mark.parametrize("value", ["../../x", "/tmp/x", "a/b", "..", ".hidden", "", "a" * 129, "x\ny", 7, None])
+def test_unsafe_ids_are_refused(value) -> None:
+    assert _error(files.safe_id, value, "t.jsonl:1: id").startswith(f"t.jsonl:1: id: {value!r} is not a safe id")
+
+
+@pytest.mark.parametrize("value", ["session-1", "abc_DEF.2", "a" * 128])
+def test_safe_ids_pass(value: str) -> None:
+    assert files.safe_id(value, "id") == value
