@@ -29,11 +29,12 @@ from personagraph.graphs.persona_eval import EvalContext
 from personagraph.graphs.persona_eval import build_graph as persona_eval_graph
 from personagraph.graphs.session import SessionContext
 from personagraph.graphs.session import build_graph as session_graph
+from personagraph.judges.session import split_judges
 from personagraph.memory.bank import MemoryBank
 from personagraph.models import Meter, ModelClient, ModelSettings
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, EvalConfig
 from personagraph.runs.executors.base import build_context
-from personagraph.sessions import DEFAULT_AGENT, DEFAULT_USER, SimulateConfig, split_judges
+from personagraph.runs.simulate import DEFAULT_AGENT, DEFAULT_USER, SimulateConfig
 from personagraph.store import RunStore
 
 _lock = threading.Lock()
@@ -125,7 +126,7 @@ class SessionSettings:
                                           max_tokens=defaults.max_user_tokens)),
                 judges=judges,
                 verdict_judges=[
-                    client(str(j.spec), "session_judge", temperature=0.0,
+                    client(j.name, "session_judge", temperature=0.0,
                            max_tokens=defaults.max_verdict_tokens)
                     for j in judges
                 ],

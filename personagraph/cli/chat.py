@@ -9,9 +9,16 @@ import typer
 from rich.text import Text
 
 from personagraph.agents.user_sim import QUIT_WORDS, HumanUser, UserView
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    ENDPOINT_OPTION,
+    console,
+    model_settings,
+    run,
+)
 from personagraph.errors import PersonagraphError
-from personagraph.sessions import DEFAULT_AGENT, chat
+from personagraph.runs.simulate import DEFAULT_AGENT, chat
 from personagraph.terminal import plain
 
 
@@ -29,6 +36,7 @@ def chat_command(
     max_tokens: int = typer.Option(256, "--max-tokens", min=8, max=8192, help="Longest reply, in tokens."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Chat with a persona agent yourself; the transcript is saved (judge it with `judge-session`)."""
 
@@ -43,7 +51,7 @@ def chat_command(
             from personagraph.agents import PersonaAgent
             from personagraph.models import ModelClient
 
-            settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
+            settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
             the_agent = PersonaAgent(ModelClient.create(model or DEFAULT_AGENT, "persona", settings=settings))
 
         def read(view: UserView) -> str | None:

@@ -7,9 +7,17 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    ENDPOINT_OPTION,
+    console,
+    model_settings,
+    run,
+)
 from personagraph.cli.simulate import render_sessions
-from personagraph.sessions import DEFAULT_JUDGE, judge_session
+from personagraph.runs.simulate import DEFAULT_JUDGE, judge_session
+from personagraph.store import RunStore
 from personagraph.terminal import key_column
 
 
@@ -31,6 +39,7 @@ def judge_session_command(
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Score every agent turn of a saved session and give the session verdict."""
 
@@ -41,14 +50,12 @@ def judge_session_command(
                 run_dir,
                 judges=judge or [DEFAULT_JUDGE],
                 persona=persona,
-                settings=model_settings(base_url, api_key),
+                settings=model_settings(base_url, api_key, endpoint),
                 allow_self_judging=allow_self_judging,
             )
-        from personagraph.store import RunStore
-
         store = RunStore(run_dir, readonly=True)
         try:
-            record = store.get("session", summary["sessions"][0]["id"])
+            record = store.get("session", summary.sessions[0]["id"])
         finally:
             store.close()
         table = Table(title="Agent turns")
@@ -70,7 +77,7 @@ def judge_session_command(
                     entry.get("refusal_marker") or "",
                 )
         console.print(table)
-        console.print(render_sessions(summary))
+        console.print(render_sessions(summary.model_dump()))
         console.print(
             f"judged session: {run_dir}/transcripts/{record['id']}.md · scores: {run_dir}/summary.json"
         )

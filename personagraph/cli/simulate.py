@@ -6,26 +6,28 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    ENDPOINT_OPTION,
     console,
     model_settings,
     progress_display,
     run,
 )
 from personagraph.errors import PersonagraphError
-from personagraph.sessions import (
+from personagraph.runs.base import make_config
+from personagraph.runs.simulate import (
     DEFAULT_AGENT,
     DEFAULT_JUDGE,
     DEFAULT_USER,
     SimulateConfig,
+    SimulateSummary,
     session_specs,
-    simulate,
 )
+from personagraph.runs.simulate import run as run_simulate
 from personagraph.terminal import key_column
 
 MAX_SESSION_BARS = 8
@@ -139,39 +141,36 @@ def simulate_command(
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Simulate multi-turn conversations with a persona agent and judge every turn and each session."""
 
-    async def body() -> None:
+    async def body() -> SimulateSummary:
         if model and agent:
             raise PersonagraphError("give either --model or --agent, not both")
         if user_model != DEFAULT_USER and user_agent:
             raise PersonagraphError("give either --user-model or --user-agent, not both")
         if no_judge and judge:
             raise PersonagraphError("give either --judge or --no-judge, not both")
-        try:
-            config = SimulateConfig(
-                persona=persona,
-                model=model,
-                agent=agent,
-                user_model=user_model,
-                user_agent=user_agent,
-                user_persona=user_persona or None,
-                scenario=scenario or None,
-                turns=turns,
-                adversarial=adversarial,
-                judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
-                sessions=sessions,
-                concurrency=concurrency,
-                seed=seed,
-                max_agent_tokens=max_tokens,
-                allow_self_judging=allow_self_judging,
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "config"
-            raise PersonagraphError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
-        settings = model_settings(base_url, api_key)
+        config = make_config(
+            SimulateConfig,
+            persona=persona,
+            model=model,
+            agent=agent,
+            user_model=user_model,
+            user_agent=user_agent,
+            user_persona=user_persona or None,
+            scenario=scenario or None,
+            turns=turns,
+            adversarial=adversarial,
+            judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
+            sessions=sessions,
+            concurrency=concurrency,
+            seed=seed,
+            max_agent_tokens=max_tokens,
+            allow_self_judging=allow_self_judging,
+        )
+        settings = model_settings(base_url, api_key, endpoint)
         specs = session_specs(config)
         with progress_display(label_width=24) as progress:
             overall = progress.add_task("sessions", total=len(specs))
@@ -207,19 +206,20 @@ def simulate_command(
                     progress.advance(overall)
                     done_turns[sid] = n_turns
 
-            summary = await simulate(
+            summary = await run_simulate(
                 config, run_dir, settings=settings, checkpoint_url=checkpoint_url, on_event=on_event
             )
-        console.print(render_sessions(summary))
-        o = summary["overall"]
+        console.print(render_sessions(summary.model_dump()))
+        o = summary.overall
         line = (
-            f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
+            f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
             f"sessions finished: {o['finished']}/{o['sessions']}"
         )
-        if summary["skipped_judges"]:
-            line += f" · skipped self-judges: {', '.join(summary['skipped_judges'])}"
+        if summary.skipped_judges:
+            line += f" · skipped self-judges: {', '.join(summary.skipped_judges)}"
         console.print(line)
         console.print(f"transcripts: {run_dir}/transcripts/ · scores: {run_dir}/summary.json")
+        return summary
 
     run(body)
 

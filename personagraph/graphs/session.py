@@ -32,13 +32,9 @@ from personagraph.agents.user_sim import User, UserView, level_for_turn
 from personagraph.graphs import live_context
 from personagraph.judges.refusal import detect_refusal
 from personagraph.models import ModelClient
-from personagraph.sessions import (
-    score_turn,
-    session_record,
-    session_verdict,
-    write_transcript,
-)
+from personagraph.judges.session import score_turn, session_record, session_verdict
 from personagraph.store import RunStore
+from personagraph.transcripts import write_transcript
 
 DEFAULT_TURNS = 4  # agent replies when the input does not say
 
@@ -112,7 +108,7 @@ async def start(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
         "max_turns": state.get("max_turns") or DEFAULT_TURNS,
         "agent": state.get("agent") or ctx.agent.name,
         "user": state.get("user") or ctx.user.name,
-        "judges": state.get("judges") or [str(j.spec) for j in ctx.judges],
+        "judges": state.get("judges") or [j.name for j in ctx.judges],
     }
 
 

@@ -125,7 +125,8 @@ async def test_memory_agent_writes_memories(bank: MemoryBank) -> None:
 async def test_session_with_memory_agent_brings_in_a_relevant_memory(
     bank: MemoryBank, run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from personagraph.sessions import SimulateConfig, simulate
+    from personagraph.runs.simulate import SimulateConfig
+    from personagraph.runs.simulate import run as simulate
     from personagraph.store import RunStore
 
     register_script("mem-user", lambda messages, schema: "We went to the beach and I surfed big waves!")

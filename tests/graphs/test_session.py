@@ -13,16 +13,10 @@ from personagraph.agents.user_sim import STOP_TOKEN, HumanUser
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelClient
 from personagraph.models.testing import register_script
-from personagraph.sessions import (
-    SimulateConfig,
-    chat,
-    drift,
-    judge_session,
-    read_transcript,
-    session_specs,
-    simulate,
-    split_judges,
-)
+from personagraph.judges.session import drift, split_judges
+from personagraph.runs.simulate import SimulateConfig, chat, judge_session, session_specs
+from personagraph.runs.simulate import run as simulate
+from personagraph.transcripts import read_transcript
 from personagraph.store import RunStore
 
 PERSONA = "A 70-year-old retired cowboy from Texas"
@@ -88,8 +82,8 @@ async def test_max_turns(run_dir):
         "Persona Consistency",
         "Linguistic Habits",
     }
-    assert summary["overall"]["stop_reasons"] == {"max_turns": 1}
-    assert summary["sessions"][0]["agent_turns"] == 3
+    assert summary.overall["stop_reasons"] == {"max_turns": 1}
+    assert summary.sessions[0]["agent_turns"] == 3
     transcripts = run_dir / "transcripts"
     lines = [json.loads(x) for x in (transcripts / f"{record['id']}.jsonl").read_text().splitlines()]
     assert [x["type"] for x in lines] == ["header"] + ["turn"] * 6 + ["end"]
@@ -140,7 +134,7 @@ async def test_empty_agent_turn_is_recorded_not_judged(run_dir):
         "",
         {},
     )
-    assert summary["sessions"][0]["agent_turns"] == 1 and summary["sessions"][0]["failed_turns"] == 1
+    assert summary.sessions[0]["agent_turns"] == 1 and summary.sessions[0]["failed_turns"] == 1
     assert "(empty: empty reply)" in (run_dir / "transcripts" / f"{record['id']}.md").read_text()
 
 
@@ -172,7 +166,7 @@ async def test_adversarial_levels_escalate_and_the_break_is_located(run_dir):
     assert record["break"]["turn"] == 3 and record["break"]["level"] == 2
     assert record["break"]["source"] == "refusal_marker"
     assert agent_turns(record)[2]["refusal_marker"]
-    assert summary["overall"]["breaks_by_level"].get("2") == 1
+    assert summary.overall["breaks_by_level"].get("2") == 1
 
 
 async def test_no_break_without_markers_when_judges_are_kind(run_dir):
@@ -237,13 +231,13 @@ async def test_judges_never_see_their_own_models_turns(run_dir):
     with pytest.raises(PersonagraphError, match="also the agent's model"):
         await judge_session(path, run_dir / "judged", judges=["test:s-self"])
     summary = await judge_session(path, run_dir / "judged", judges=["test:s-judge-spy"])
-    assert summary["sessions"][0]["agent_turns"] == 2
-    assert summary["sessions"][0]["task_means"] == {"Persona Consistency": 3.0, "Linguistic Habits": 3.0}
+    assert summary.sessions[0]["agent_turns"] == 2
+    assert summary.sessions[0]["task_means"] == {"Persona Consistency": 3.0, "Linguistic Habits": 3.0}
 
 
 async def test_self_judging_when_allowed(run_dir):
     summary = await simulate(config(judges=["test:s-agent"], allow_self_judging=True, turns=1), run_dir)
-    assert summary["judges"] == ["test:s-agent"]
+    assert summary.judges == ["test:s-agent"]
     assert set(agent_turns(session(run_dir))[0]["scores"]) == {"test:s-agent"}
 
 
@@ -367,18 +361,18 @@ async def test_a_session_killed_after_turn_2_resumes_at_turn_3(run_dir):
         (e["index"], e["role"]) for e in interrupted["turns"]
     ]
     assert record["turns"][:4] == interrupted["turns"][:4]
-    assert len(record["turns"]) == 8 and summary["overall"]["finished"] == 1
+    assert len(record["turns"]) == 8 and summary.overall["finished"] == 1
 
     # a third run finds the session finished and asks nobody anything
     again = await simulate(cfg, run_dir, agent=Recording(ModelClient.create("test:s-agent", "persona")))
     assert calls == [1, 2, 3, 4] and len(seen_by_agent) == 2
-    assert again["sessions"] == summary["sessions"]
+    assert again.sessions == summary.sessions
 
 
 async def test_k_sessions_run_concurrently_with_their_own_ids(run_dir):
     summary = await simulate(config(sessions=3, turns=2), run_dir)
-    ids = [s["id"] for s in summary["sessions"]]
-    assert len(set(ids)) == 3 and summary["overall"]["finished"] == 3
+    ids = [s["id"] for s in summary.sessions]
+    assert len(set(ids)) == 3 and summary.overall["finished"] == 3
     assert sorted(p.name for p in (run_dir / "transcripts").glob("*.jsonl")) == sorted(
         f"{i}.jsonl" for i in ids
     )
@@ -436,7 +430,7 @@ async def test_judge_session_needs_a_persona(tmp_path):
     with pytest.raises(PersonagraphError, match="names no persona"):
         await judge_session(path, tmp_path / "run", judges=["test:j"])
     summary = await judge_session(path, tmp_path / "run", judges=["test:j"], persona=PERSONA)
-    assert summary["sessions"][0]["agent_turns"] == 1
+    assert summary.sessions[0]["agent_turns"] == 1
 
 
 async def test_markdown_escapes_model_html(run_dir):
@@ -461,8 +455,8 @@ async def test_embedded_session_of_one_exchange(run_dir):
     record = session(run_dir)
     assert record["status"] == "finished"
     assert record["turns"][0]["role"] == "user" and record["turns"][0]["status"] == "ok"
-    assert summary["overall"]["finished"] == 1
-    assert summary["judges"] == ["local:qwen2.5-coder-1.5b"]
+    assert summary.overall["finished"] == 1
+    assert summary.judges == ["local:qwen2.5-coder-1.5b"]
 
 
 def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
@@ -481,7 +475,8 @@ def test_a_session_killed_by_sigkill_resumes_at_turn_3(run_dir, tmp_path):
         textwrap.dedent(f"""
         import asyncio, pathlib, time
         from personagraph.models.testing import register_script
-        from personagraph.sessions import SimulateConfig, simulate
+        from personagraph.runs.simulate import SimulateConfig
+        from personagraph.runs.simulate import run as simulate
 
         register_script("s-user-k", lambda m, s: "Question?")
 
@@ -553,4 +548,4 @@ async def test_postgres_checkpointer_resumes_and_restores(run_dir, tmp_path):
     # another run directory on the same database: the finished session's record comes from the checkpoint
     elsewhere = tmp_path / "elsewhere"
     again = await simulate(cfg, elsewhere, checkpoint_url=url)
-    assert again["sessions"] == summary["sessions"] and again["llm_calls"] == 0
+    assert again.sessions == summary.sessions and again.llm_calls == 0

@@ -1,0 +1,186 @@
+"""Session transcripts: ``<run_dir>/transcripts/<session>.jsonl`` (a ``header`` line, one ``turn`` line per
+entry, an ``end`` line once finished) and a readable ``<session>.md``; :func:`read_transcript` reads one back
+for ``judge-session``. Model text is untrusted: HTML-escaped and quoted in Markdown.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from personagraph.agents.user_sim import LEVELS
+from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl, read_text
+from personagraph.schemas import short_id, slug
+
+TRANSCRIPT_FORMAT = "personagraph-transcript/1"
+
+
+def _md(text: str) -> str:
+    """Model text for Markdown: HTML-escaped, every line quoted."""
+    return (
+        "\n".join(f"> {line}" if line else ">" for line in html.escape(text, quote=False).splitlines()) or ">"
+    )
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=False)
+
+
+def transcript_markdown(record: dict[str, Any]) -> str:
+    """A readable transcript of a session record."""
+    lines = [
+        f"# Session {record['id']}",
+        "",
+        f"- **Persona:** {_esc(record['persona'])}",
+        f"- **Agent:** `{record['agent']}` · **User:** `{record['user']}` — {_esc(record['user_persona'])}",
+        f"- **Scenario:** {_esc(record['scenario'])}",
+        f"- **Adversarial:** {'yes' if record['adversarial'] else 'no'}",
+        f"- **Status:** {record['status']} · **stop:** {record['stop_reason'] or '—'}",
+    ]
+    if record["break"]:
+        b = record["break"]
+        lines.append(
+            f"- **Character break:** turn {b['turn']}"
+            + (f", level {b['level']}" if b.get("level") else "")
+            + f" ({b['source']}{': ' + _esc(b['marker']) if b.get('marker') else ''})"
+        )
+    elif record["status"] == "finished":
+        lines.append("- **Character break:** none")
+    if record["drift_slope"] is not None:
+        lines.append(f"- **Drift:** {record['drift_slope']:+.3f} score points per turn")
+    current = None
+    for entry in record["turns"]:
+        if entry["index"] != current:
+            current = entry["index"]
+            level = f" · level {entry['level']} ({LEVELS[entry['level']]})" if entry.get("level") else ""
+            lines += ["", f"## Turn {current}{level}"]
+        who = "User" if entry["role"] == "user" else "Agent"
+        if entry["status"] != "ok":
+            lines += ["", f"**{who}:** _({entry['status']}: {_esc(entry.get('error') or 'no text')})_"]
+            continue
+        lines += ["", f"**{who}:**", "", _md(entry["text"]) if entry["text"] else "> _(no text)_"]
+        if entry.get("stop"):
+            lines += ["", "_(the user ended the conversation)_"]
+        if entry.get("refusal_marker"):
+            lines += ["", f"_persona break: “{_esc(entry['refusal_marker'])}”_"]
+        for judge, scores in (entry.get("scores") or {}).items():
+            shown = ", ".join(f"{task} {'—' if s is None else s}" for task, s in scores.items())
+            lines += ["", f"_Scores by `{judge}`: {shown}_"]
+    verdict = record.get("session_verdict")
+    if verdict:
+        lines += ["", "## Session verdict", ""]
+        if verdict.get("consistency") is not None:
+            lines.append(f"- Session consistency: {verdict['consistency']:.2f} / 5")
+        if verdict.get("mean_score") is not None:
+            lines.append(f"- Mean turn score: {verdict['mean_score']:.2f} / 5")
+        for task, mean in verdict.get("task_means", {}).items():
+            lines.append(f"- {task}: {mean:.2f}")
+        if verdict.get("skipped_judges"):
+            lines.append(f"- Skipped (own model): {', '.join(verdict['skipped_judges'])}")
+        lines.append(f"- Contradictions: {len(verdict.get('contradictions', []))}")
+        for c in verdict.get("contradictions", []):
+            lines.append(
+                f"  - turns {c['earlier_turn']} → {c['later_turn']} (`{c['judge']}`): "
+                f"{_esc(c['description'])}"
+            )
+        for name, result in verdict.get("judges", {}).items():
+            if result.get("rationale"):
+                lines.append(f"- `{name}`: {_esc(result['rationale'])}")
+    return "\n".join(lines) + "\n"
+
+
+def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
+    """Writes ``<id>.jsonl`` and ``<id>.md`` for a session record (atomically replaced)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header = {
+        "type": "header",
+        "format": TRANSCRIPT_FORMAT,
+        **{
+            k: record[k]
+            for k in (
+                "id",
+                "persona",
+                "user_persona",
+                "scenario",
+                "adversarial",
+                "max_turns",
+                "agent",
+                "user",
+                "judges",
+                "status",
+            )
+        },
+    }
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines += [json.dumps({"type": "turn", **entry}, ensure_ascii=False) for entry in record["turns"]]
+    if record["status"] == "finished":
+        end = {
+            "type": "end",
+            **{k: record[k] for k in ("stop_reason", "break", "drift_slope", "session_verdict")},
+        }
+        lines.append(json.dumps(end, ensure_ascii=False))
+    jsonl, md = folder / f"{record['id']}.jsonl", folder / f"{record['id']}.md"
+    for path, text in ((jsonl, "\n".join(lines) + "\n"), (md, transcript_markdown(record))):
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return jsonl, md
+
+
+def read_transcript(path: str | Path) -> dict[str, Any]:
+    """Reads a transcript JSONL (``simulate``/``chat`` output, or plain ``{"role", "content"}`` lines)
+    into ``{id, persona, agent, user, ..., turns}``.
+
+    Raises:
+        PersonagraphError: naming the file and line of the first problem.
+    """
+    path = Path(path)
+    raw = read_text(path)
+    header: dict[str, Any] = {}
+    turns: list[dict[str, Any]] = []
+    index = 0
+    for number, item in read_jsonl(path, text=raw, objects=True):
+        kind = item.get("type", "turn")
+        if kind == "header":
+            header = item
+            continue
+        if kind != "turn":
+            continue
+        role = {"human": "user", "ai": "assistant", "agent": "assistant"}.get(
+            item.get("role"), item.get("role")
+        )
+        text = item.get("text", item.get("content"))
+        if role not in ("user", "assistant") or not isinstance(text, str):
+            raise PersonagraphError(f"{path}:{number}: a turn needs role user/assistant and a text")
+        if "index" in item:
+            index = int(item["index"])
+        elif role == "user" or index == 0:
+            index += 1
+        turns.append(
+            {
+                "index": index,
+                "role": role,
+                "text": text,
+                "status": item.get("status", "ok"),
+                "error": item.get("error"),
+                "level": item.get("level"),
+                "stop": bool(item.get("stop")),
+                "refusal_marker": item.get("refusal_marker"),
+            }
+        )
+    if not turns:
+        raise PersonagraphError(f"{path}: no turns found")
+    return {
+        "id": header.get("id") or f"{slug(path.stem, 24)}-{short_id(raw)[:8]}",
+        "persona": header.get("persona") or "",
+        "user_persona": header.get("user_persona") or "",
+        "scenario": header.get("scenario") or "",
+        "adversarial": bool(header.get("adversarial")),
+        "max_turns": header.get("max_turns"),
+        "agent": header.get("agent") or "",
+        "user": header.get("user") or "",
+        "turns": turns,
+    }
