@@ -1,9 +1,11 @@
-"""Shared by the benchmark scripts: the fake OpenAI server in its own process, call tracing, CPU clocks."""
+"""Shared by the benchmark scripts: the machine line, the fake OpenAI server in its own process, call
+tracing, CPU clocks."""
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -17,6 +19,39 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def _cpu_info() -> tuple[str, set[str]]:
+    """The CPU model name and flag set from /proc/cpuinfo (empty where it is not Linux)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return model, flags
+    for row in text.splitlines():
+        key, _, value = row.partition(":")
+        if key.strip() == "model name" and value.strip():
+            model = value.strip()
+        elif key.strip() == "flags":
+            flags = set(value.split())
+    return model, flags
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, as ``uptime`` prints them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine() -> str:
+    """One line naming the machine a figure was measured on: CPU model, cores, AVX-512/AMX, load now.
+
+    Every bench prints it first; the machine may be shared, so the load is part of every figure.
+    """
+    model, flags = _cpu_info()
+    avx512 = "yes" if "avx512f" in flags else "no"
+    amx = "yes" if {"amx_tile", "amx_bf16"} & flags else "no"
+    return (f"machine: {model}, {os.cpu_count()} cores, AVX-512 {avx512}, AMX {amx}, "
+            f"load average {load_average()} (at start)")
 
 
 @dataclass

@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._harness import machine  # noqa: E402
 from personagraph.memory.bank import DEFAULT_HNSW, Memory, MemoryBank  # noqa: E402
 
 
@@ -114,6 +115,7 @@ def main() -> None:
             if getattr(args, k) is not None
         },
     }
+    print(machine())
     print(
         f"memory bank scale: dim {args.dim}, {args.users} user(s), {args.queries} queries, top-{args.k}, "
         f"HNSW {hnsw}"

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._harness import machine  # noqa: E402
 from personagraph.judges import scoring, stats  # noqa: E402
 
 
@@ -82,6 +83,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     resamples = [int(s) for s in args.resamples.split(",")]
     names = list(cases(sizes[0], resamples[0]))
+    print(machine())
     print(f"{'n':>5} {'B':>5} " + " ".join(f"{name:>11}" for name in names) + "   (ms per CI)")
     for n in sizes:
         for b in resamples:
