@@ -15,14 +15,18 @@ import yaml
 
 from personagraph.errors import PersonagraphError
 
+_used: set[str] = set()
+
 
 @lru_cache(maxsize=None)
 def read_text(path: str) -> str:
     """Returns the text of a data file inside the package, e.g. ``"prompts/persona.yaml"``."""
     try:
-        return resources.files("personagraph").joinpath(path).read_text(encoding="utf-8")
+        text = resources.files("personagraph").joinpath(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PersonagraphError(f"package data file not found: personagraph/{path}") from None
+    _used.add(path)
+    return text
 
 
 @lru_cache(maxsize=None)
@@ -32,6 +36,11 @@ def read_yaml(path: str) -> Any:
         return yaml.safe_load(read_text(path))
     except yaml.YAMLError as exc:
         raise PersonagraphError(f"personagraph/{path}: invalid YAML ({exc.__class__.__name__})") from None
+
+
+def used_files() -> list[str]:
+    """The data files read in this process so far (their hashes go into each run's provenance)."""
+    return sorted(_used)
 
 
 def data_hash(path: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from personagraph.cli._common import console, run
+from personagraph.cli._common import console, err_console, run
 from personagraph.cli.view import FORMAT_HELP, write_export
 from personagraph.errors import PersonagraphError
 
@@ -33,6 +33,8 @@ def compare_command(
         if format not in ("table", *EXPORT_FORMATS):
             raise PersonagraphError(f"--format {format!r}: choose one of table, {', '.join(EXPORT_FORMATS)}")
         comparison = compare_runs(run_a, run_b, model_a=model_a, model_b=model_b, seed=seed)
+        for line in comparison.provenance:  # on stderr, so exports stay clean
+            err_console.print(Text(f"warning: the runs differ in {line}", style="yellow"), soft_wrap=True)
         if format == "json":
             write_export(json.dumps(comparison_json(comparison), indent=2, ensure_ascii=False) + "\n", output)
             return

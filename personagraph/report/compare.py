@@ -4,7 +4,9 @@ Questions are paired by id (a hash of persona, task, position and text), so two 
 benchmark — or two models of one run — compare item by item. For each task: the mean difference B − A with a paired bootstrap
 95% CI (:func:`personagraph.judges.stats.bootstrap_ci` of the differences over questions) and the Wilcoxon
 signed-rank test (:func:`scipy.stats.wilcoxon`); p-values are also Holm-adjusted over the tasks. Items are
-scored with the judges both runs share, so a judge change does not pass for a model change.
+scored with the judges both runs share, so a judge change does not pass for a model change. Runs whose
+library versions, prompt/rubric/data files or model weights differ are compared all the same, with a
+warning per difference (``provenance``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from scipy import stats as scipy_stats
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.stats import bootstrap_ci
+from personagraph.provenance import differences
 from personagraph.report.load import Run, load_run
 from personagraph.report.tables import Column, Table
 from personagraph.schemas import TASK_NAMES
@@ -76,6 +79,7 @@ class Comparison(BaseModel):
     tasks: list[TaskDifference]
     overall: TaskDifference
     notes: list[str]
+    provenance: list[str] = []  # what the runs' numbers depend on that differs (personagraph.provenance)
     seed: int = 0
 
     def table(self) -> Table:
@@ -255,7 +259,7 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
     return Comparison(
         run_a=a.name, run_b=b.name, model_a=model_a, model_b=model_b, judges=judges, shared=len(shared),
         only_a=len(scores_a) - len(shared), only_b=len(scores_b) - len(shared), tasks=tasks, overall=overall,
-        notes=notes, seed=seed,
+        notes=notes, provenance=[] if same else differences(a.meta, b.meta), seed=seed,
     )
 
 

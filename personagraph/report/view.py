@@ -15,8 +15,10 @@ from rich.text import Text
 
 from personagraph.report.cost import cost_rows, total_cost
 from personagraph.report.load import Run
+from personagraph.report.sections import judge_check_of, judge_validity_tables, judge_verdicts
 from personagraph.report.tables import Table, fmt, headline_tables
 from personagraph.schemas import TASK_NAMES
+from personagraph.terminal import key_column
 
 
 def _fmt(value: float | None) -> str:
@@ -26,7 +28,11 @@ def _fmt(value: float | None) -> str:
 def render_summary(summary: dict) -> RichTable:
     """The task × model table printed at the end of a run (also used by ``view``)."""
     models = list(summary["models"])
-    table = RichTable(title="PersonaScore (1–5)")
+    verdicts = judge_verdicts(summary.get("judge_check") or {})
+    caption = Text("\n".join(f"{'⚠ ' if warn else ''}judge validity: {line}" for line, warn in verdicts),
+                   style="bold red" if any(warn for _, warn in verdicts) else "green")
+    table = RichTable(title="PersonaScore (1–5)", caption=caption if verdicts else None,
+                      caption_justify="left")
     table.add_column("")
     for model in models:
         table.add_column(Text(model), justify="right", overflow="fold")
@@ -34,10 +40,13 @@ def render_summary(summary: dict) -> RichTable:
     for task in TASK_NAMES:
         table.add_row(task, *(_fmt(results[m]["tasks"].get(task, {}).get("mean")) for m in models))
     table.add_section()
-    table.add_row("PersonaScore", *(_fmt(results[m]["persona_score"]) for m in models), style="bold")
+    table.add_row("PersonaScore", *("incomplete" if results[m].get("incomplete") else _fmt(results[m]["persona_score"])
+                                    for m in models), style="bold")
     table.add_row("95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := results[m].get("ci")) else "—" for m in models))
     table.add_row("refusal rate", *("—" if results[m]["refusal_rate"] is None else f"{results[m]['refusal_rate']:.0%}"
                                     for m in models))
+    table.add_row("failed answers", *(f"{results[m].get('failed_answers', 0)}/{results[m].get('answers', 0)}"
+                                      for m in models))
     return table
 
 
@@ -82,8 +91,9 @@ def _eval_view(run: Run) -> list[RenderableType]:
     parts: list[RenderableType] = [render_summary(run.summary)]
     rows = headline(run)
     extra = RichTable(title="Refusals, verdicts and judge agreement")
-    for label in ("model", "refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers"):
-        extra.add_column(label, justify="left" if label == "model" else "right")
+    key_column(extra, "model", (row["model"] for row in rows))
+    for label in ("refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers"):
+        extra.add_column(label, justify="right", overflow="fold")
     for row in rows:
         extra.add_row(Text(row["model"]), fmt(row["refusal_rate"], "pct"), fmt(row["failed_answers"], "int"),
                       f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}",
@@ -131,6 +141,14 @@ def _usage(run: Run) -> list[RenderableType]:
     return parts
 
 
+def _provenance(run: Run) -> list[RenderableType]:
+    """What the numbers depend on besides the config: libraries, data files, weights (dim, wrapped)."""
+    labels = {"versions": "libraries", "data_files": "data files", "weights": "weights (sha256)"}
+    lines = [f"{label}: " + " · ".join(f"{name} {value}" for name, value in run.meta[key].items())
+             for key, label in labels.items() if isinstance(run.meta.get(key), dict) and run.meta[key]]
+    return [Text("\n".join(["provenance", *lines]), style="dim")] if lines else []
+
+
 def comparison_table(comparison: Any) -> RichTable:
     """A compact rich table of a :class:`~personagraph.report.compare.Comparison`."""
     from personagraph.report.compare import verdict
@@ -162,12 +180,16 @@ def view(run: Run) -> RenderableType:
     parts: list[RenderableType] = [Text(f"{run.path} · {run.kind}", style="bold")]
     if run.is_eval:
         parts += _eval_view(run)
+    check = judge_check_of(run)
+    parts += [rich_table(table) for table in judge_validity_tables(check)]
+    if not run.is_eval:  # an eval run shows the verdict lines under its PersonaScore table
+        parts += [Text(line, style="bold red" if warn else "green") for line, warn in judge_verdicts(check)]
     parts += [rich_table(table) for table in headline_tables([run]) if not (run.is_eval and _is_eval_table(table))]
     parts += _usage(run)
     if len(parts) == 1:
         kinds = ", ".join(f"{k} ({n})" for k, n in sorted((k, len(v)) for k, v in run.records.items())) or "none"
         parts.append(Text(f"no scores to show yet; stored records: {kinds}", style="yellow"))
-    return Group(*parts)
+    return Group(*parts, *_provenance(run))
 
 
 def escape_markup(text: Any) -> str:

@@ -9,7 +9,8 @@ run_dir, *, …) -> Summary`` and its sync twin. Its set-up is the same everywhe
         return run.finish(MySummary(...))          # fills the common numbers, writes the summary file
 
 ``Run`` opens the run store, refuses a directory that holds another kind of run (one line), records the
-config (without secrets) and the versions of the libraries that shape results, owns the call
+config (without secrets) and its provenance (:mod:`personagraph.provenance`: library versions, the
+embedded weights' sha256, and at exit the hashes of the data files the run read), owns the call
 :class:`~personagraph.models.Meter`, and turns per-item notifications into typed :class:`ProgressEvent`\\ s
 whose totals the library knows (the CLI only draws them).
 
@@ -26,7 +27,6 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -36,31 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import Meter
+from personagraph.provenance import data_file_hashes, library_versions, weight_hashes
 from personagraph.store import RunStore
-from personagraph.version import __version__
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 3  # the run ended, but some items failed or did not finish (exit 2 is bad input)
 
-# The libraries whose versions can change a run's numbers (prompts and parsing, graphs, inference,
-# statistics, metrics); recorded with every run when installed.
-RESULT_LIBRARIES = (
-    "langgraph",
-    "langchain-core",
-    "langchain-openai",
-    "pydantic",
-    "llama_cpp_python",
-    "numpy",
-    "scipy",
-    "sentence-transformers",
-    "transformers",
-    "torch",
-    "rouge-score",
-    "nltk",
-    "bert-score",
-    "chromadb",
-    "rank-bm25",
-)
 _SECRET_WORDS = ("key", "secret", "password", "token")
 
 
@@ -83,7 +64,7 @@ def make_config(cls: type[C], **fields: Any) -> C:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"][:1]) or "config"
-        raise ConfigError(field, first["msg"]) from None
+        raise ConfigError(field, first["msg"].removeprefix("Value error, ")) from None
 
 
 class FailedItem(BaseModel):
@@ -161,17 +142,6 @@ def synchronous(func: Callable[P, Awaitable[T]], name: str | None = None) -> Cal
     twin.__name__ = twin.__qualname__ = name or f"{func.__name__}_sync"
     twin.__doc__ = f"Synchronous :func:`{func.__name__}` (same arguments). {func.__doc__ or ''}"
     return twin
-
-
-def library_versions() -> dict[str, str]:
-    """personagraph's version and those of the installed :data:`RESULT_LIBRARIES`."""
-    versions = {"personagraph": __version__}
-    for name in RESULT_LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 def redact_url(url: str) -> str:
@@ -253,12 +223,13 @@ class Run:
             held = self._store.get_meta("kind")
             if held not in (None, self.kind):
                 raise PersonagraphError(
-                    f"--run-dir {self.run_dir}: holds a {held} run, not {self.kind}; use another directory"
+                    f"--run-dir {self.run_dir}: holds a run of kind {held!r}, not {self.kind}; use another directory"
                 )
             self._store.set_meta("kind", self.kind)
             config = self.config.model_dump(mode="json", exclude=self._exclude)
             self._store.set_meta(self._config_key, without_secrets(config))
             self._store.set_meta("versions", library_versions())
+            self._store.set_meta("weights", weight_hashes(config))
         except BaseException:
             self._store.close()
             self._store = None
@@ -270,8 +241,11 @@ class Run:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._store is not None:
-            self._store.close()
-            self._store = None
+            try:  # the data files this process read: known only now (provenance.data_file_hashes)
+                self._store.set_meta("data_files", data_file_hashes(self._store.get_meta("data_files")))
+            finally:
+                self._store.close()
+                self._store = None
 
     def record(self, **meta: Any) -> None:
         """Records more meta (prompt and rubric versions, data-file hashes, sources), without secrets."""
