@@ -13,14 +13,21 @@ from rich.text import Text
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     console,
     model_settings,
+    progress_bars,
     progress_display,
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.judges.meta_eval import MetaEvalConfig, write_summary
+from personagraph.judges.self_preference import self_preference
+from personagraph.runs.base import ProgressEvent, make_config
 from personagraph.runs.eval import DEFAULT_JUDGE
+from personagraph.runs.meta_eval import MetaEvalSummary
+from personagraph.runs.meta_eval import run as run_meta_eval
 
 ITEMS_HELP = (
     "Human-rated responses: JSONL, or CSV with the same columns: id, persona?, context?, question?, "
@@ -156,22 +163,22 @@ def meta_eval_command(
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
 ) -> None:
     """Meta-evaluate judges: agreement with human labels (ρ, τ, κ, MAE with CIs) and self-preference."""
 
-    async def body() -> None:
-        from personagraph.judges.meta_eval import MetaEvalConfig, meta_evaluate, write_summary
-        from personagraph.judges.self_preference import self_preference
-
+    async def body() -> MetaEvalSummary | None:
         if items is None and self_pref is None:
             raise PersonagraphError("give --items FILE, --self-preference RUN_DIR, or both")
         if items is None and (criteria or rubric):
             raise PersonagraphError("--criteria and --rubric need --items FILE")
         summary: dict[str, Any] = {}
+        outcome: MetaEvalSummary | None = None
         if items is not None:
             names = [n.strip() for value in criteria for n in value.split(",") if n.strip()]
-            config = MetaEvalConfig(
+            config = make_config(
+                MetaEvalConfig,
                 items=str(items),
                 judges=judge or [DEFAULT_JUDGE],
                 criteria=names or None,
@@ -181,29 +188,25 @@ def meta_eval_command(
                 n_resamples=resamples,
                 judge_protocol=judge_protocol,
             )
-            settings = model_settings(base_url, api_key)
+            settings = model_settings(base_url, api_key, endpoint)
             # Started once the items file is validated, so an input error prints alone.
             progress = progress_display()
-            bar = progress.add_task("verdicts", total=None)
+            draw = progress_bars(progress)
 
-            def on_total(total: int) -> None:
-                progress.update(bar, total=total)
-                progress.start()
+            def on_progress(event: ProgressEvent) -> None:
+                if not progress.live.is_started:
+                    progress.start()
+                draw(event)
 
             try:
-                summary = await meta_evaluate(
-                    config,
-                    run_dir,
-                    settings=settings,
-                    on_total=on_total,
-                    on_item=lambda: progress.advance(bar),
-                )
+                outcome = await run_meta_eval(config, run_dir, settings=settings, on_progress=on_progress)
             finally:
                 if progress.live.is_started:
                     progress.stop()
+            summary = outcome.model_dump(mode="json")
             console.print(render_agreement(summary))
             console.print(
-                f"LLM calls this run: {summary['llm_calls']} · cache hits: {summary['cache_hits']} · "
+                f"LLM calls this run: {outcome.llm_calls} · cache hits: {outcome.cache_hits} · "
                 f"failed verdicts: {summary['failed_verdicts']} (excluded)"
             )
         if self_pref is not None:
@@ -212,6 +215,7 @@ def meta_eval_command(
             console.print(render_self_preference(result))
         path = write_summary(run_dir, summary)
         console.print(f"results: {path}")
+        return outcome
 
     run(body)
 

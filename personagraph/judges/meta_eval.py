@@ -37,14 +37,12 @@ pooled).
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import hashlib
 import json
 import math
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,18 +51,16 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, Field
 
-from personagraph.version import __version__
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text
 from personagraph.judges.judge import score_response
-from personagraph.judges.protocols import Protocol, get_protocol
+from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
 from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
-from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
+from personagraph.models import ModelClient
 from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import short_id
-from personagraph.store import RunStore
 
 RECORD_KIND = "meta_verdict"
 ITEM_KIND = "meta_item"
@@ -424,11 +420,11 @@ async def judge_item(
         protocol=protocol,
     )
     return MetaVerdict(
-        id=verdict_id(item, criterion, str(client.spec), protocol),
+        id=verdict_id(item, criterion, client.name, protocol),
         item_key=item.key,
         item_id=item.id,
         criterion=criterion.key,
-        judge=str(client.spec),
+        judge=client.name,
         rubric_scale=criterion.rubric.scale,
         status=scored.status,
         score=scored.score,
@@ -450,133 +446,6 @@ class MetaEvalConfig(BaseModel):
     seed: int = 0
     n_resamples: int = Field(1000, ge=100, le=100_000)
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
-
-
-def _check_store(store: RunStore) -> None:
-    kind = store.get_meta("kind")
-    if kind is not None and kind != STORE_KIND:
-        raise PersonagraphError(
-            f"--run-dir {store.run_dir}: holds a run of kind {kind!r}, not meta-eval; use another directory"
-        )
-
-
-async def meta_evaluate(
-    config: MetaEvalConfig,
-    run_dir: str | Path,
-    *,
-    settings: ModelSettings | None = None,
-    on_item: Callable[[], None] | None = None,
-    on_total: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Judges every item with every judge (resumably) and returns the summary written to ``meta_eval.json``.
-
-    Args:
-        config: the items file, judges, criteria filter and rubric files.
-        run_dir: the run directory (created if needed; reused to resume: stored verdicts are not
-            asked again, and stored calls are never sent again).
-        settings: endpoint settings shared by the judges (base URL, API key).
-        on_item: called each time a verdict is ready (progress display).
-        on_total: called once with the number of verdicts to produce.
-    """
-    for spec in config.judges:
-        parse_spec(spec)
-    catalogue = CriterionCatalogue(config.rubric_files)
-    items = load_items(config.items, catalogue)
-    wanted: list[Criterion] = []
-    if config.criteria:
-        for name in config.criteria:
-            try:
-                criterion = catalogue.resolve(name)
-            except PersonagraphError as exc:
-                raise PersonagraphError(f"--criteria: {exc}") from None
-            if criterion is None:
-                raise PersonagraphError(f"--criteria: {catalogue.unknown(name)}")
-            if criterion.key not in {c.key for c in wanted}:
-                wanted.append(criterion)
-        keys = {c.key for c in wanted}
-        missing = [c.key for c in wanted if not any(i.criterion == c.key for i in items)]
-        if missing:
-            raise PersonagraphError(f"--criteria: {config.items} has no records for {missing[0]}")
-        items = [i for i in items if i.criterion in keys]
-    criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
-    judges = list(dict.fromkeys(config.judges))
-    protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
-    settings = (settings or ModelSettings()).model_copy(
-        update={"concurrency": config.concurrency, "seed": config.seed}
-    )
-    store = RunStore(run_dir)
-    meter = Meter()
-    started = time.perf_counter()
-    try:
-        _check_store(store)
-        store.set_meta("kind", STORE_KIND)
-        store.set_meta("config", config.model_dump(mode="json"))
-        store.set_meta("versions", {"personagraph": __version__})
-        store.set_meta(
-            "prompts",
-            {f"judge {spec}": protocol.version for spec, protocol in protocols.items()}
-            | {key: c.fingerprint for key, c in sorted(criteria.items())},
-        )
-        for item in items:
-            store.put(ITEM_KIND, item.key, item, unit=item.criterion)
-        clients = {
-            spec: ModelClient.create(
-                spec,
-                "judge",
-                store=store,
-                meter=meter,
-                settings=settings,
-                temperature=JUDGE_TEMPERATURE,
-                max_tokens=JUDGE_MAX_TOKENS,
-            )
-            for spec in judges
-        }
-        todo = []
-        for item in items:
-            for spec in judges:
-                stored = store.get(RECORD_KIND, verdict_id(item, criteria[item.criterion], spec, protocols[spec]))
-                # A transport failure (no reply at all) is asked again; any reply stands.
-                if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
-                    todo.append((item, spec))
-        if on_total:
-            on_total(len(todo))
-        gate = asyncio.Semaphore(config.concurrency)
-
-        async def one(item: MetaItem, spec: str) -> None:
-            async with gate:
-                verdict = await judge_item(clients[spec], item, criteria[item.criterion], protocols[spec])
-            store.put(RECORD_KIND, verdict.id, verdict, unit=item.criterion)
-            if on_item:
-                on_item()
-
-        await asyncio.gather(*(one(item, spec) for item, spec in todo))
-        verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
-        wanted_ids = {
-            verdict_id(i, criteria[i.criterion], spec, protocols[spec]) for i in items for spec in judges
-        }
-        summary = build_meta_summary(
-            items,
-            [v for v in verdicts if v.id in wanted_ids],
-            judges,
-            seed=config.seed,
-            n_resamples=config.n_resamples,
-        )
-        summary["criteria"] = {
-            key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
-            | summary["criteria"].get(key, {})
-            for key, c in criteria.items()
-        }
-        summary.update(
-            items=str(config.items),
-            llm_calls=meter.total_calls,
-            cache_hits=meter.total_cache_hits,
-            wall_time_s=round(time.perf_counter() - started, 3),
-            run_dir=str(run_dir),
-        )
-        write_summary(run_dir, summary)
-        return summary
-    finally:
-        store.close()
 
 
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> Path:

@@ -26,17 +26,22 @@ from personagraph.judges.meta_eval import (
     MetaEvalConfig,
     load_items,
     map_scale,
-    meta_evaluate,
     question_text,
 )
 from personagraph.judges.self_preference import family_of, self_preference
 from personagraph.judges.stats import paired_bootstrap_ci
 from personagraph.models.testing import register_script
 from personagraph.resources import list_dir, read_yaml
+from personagraph.runs.meta_eval import run as run_meta_eval
 from personagraph.schemas import Answer, Verdict
 from personagraph.store import RunStore
 
 RESAMPLES = 300
+
+
+async def meta_evaluate(config: MetaEvalConfig, run_dir: Path, **options: Any) -> dict[str, Any]:
+    """The meta-eval run's summary as ``meta_eval.json`` holds it."""
+    return (await run_meta_eval(config, run_dir, **options)).model_dump(mode="json")
 RESPONSE = re.compile(r"\[BEGIN RESPONSE #(\w+)\]\n(.*?)\n\[END RESPONSE #\1\]", re.DOTALL)
 
 # --- a synthetic items file with known judge behaviour --------------------------------------------

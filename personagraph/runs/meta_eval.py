@@ -1,0 +1,143 @@
+"""The ``meta-eval`` run: every judge scores every human-rated item (resumably); the summary holds the
+judges' agreement with the humans (``judges/meta_eval.py`` loads items and computes the statistics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from personagraph.errors import PersonagraphError
+from personagraph.judges.meta_eval import (
+    ITEM_KIND,
+    JUDGE_MAX_TOKENS,
+    JUDGE_TEMPERATURE,
+    RECORD_KIND,
+    STORE_KIND,
+    SUMMARY_FILE,
+    Criterion,
+    CriterionCatalogue,
+    MetaEvalConfig,
+    MetaItem,
+    MetaVerdict,
+    build_meta_summary,
+    judge_item,
+    load_items,
+    verdict_id,
+)
+from personagraph.judges.protocols import get_protocol
+from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+
+KIND = STORE_KIND
+
+
+class MetaEvalSummary(Summary):
+    """``meta_eval.json``: agreement with human labels per criterion, overall and for the ensemble
+    (the keys of :func:`~personagraph.judges.meta_eval.build_meta_summary`), and the items file."""
+
+    items: str = ""
+
+
+async def run(
+    config: MetaEvalConfig,
+    run_dir: str | Path,
+    *,
+    settings: ModelSettings | None = None,
+    on_progress: ProgressHandler | None = None,
+) -> MetaEvalSummary:
+    """Judges every item with every judge (resumably) and returns the summary written to ``meta_eval.json``.
+
+    Args:
+        config: the items file, judges, criteria filter and rubric files.
+        run_dir: the run directory (created if needed; reused to resume: stored verdicts are not
+            asked again, and stored calls are never sent again).
+        settings: endpoint settings shared by the judges (base URL, API key).
+        on_progress: receives a ``verdicts`` :class:`~personagraph.runs.base.ProgressEvent` per verdict
+            (the total is announced once the items file is validated).
+    """
+    for spec in config.judges:
+        parse_spec(spec)
+    catalogue = CriterionCatalogue(config.rubric_files)
+    items = load_items(config.items, catalogue)
+    wanted: list[Criterion] = []
+    if config.criteria:
+        for name in config.criteria:
+            try:
+                criterion = catalogue.resolve(name)
+            except PersonagraphError as exc:
+                raise PersonagraphError(f"--criteria: {exc}") from None
+            if criterion is None:
+                raise PersonagraphError(f"--criteria: {catalogue.unknown(name)}")
+            if criterion.key not in {c.key for c in wanted}:
+                wanted.append(criterion)
+        keys = {c.key for c in wanted}
+        missing = [c.key for c in wanted if not any(i.criterion == c.key for i in items)]
+        if missing:
+            raise PersonagraphError(f"--criteria: {config.items} has no records for {missing[0]}")
+        items = [i for i in items if i.criterion in keys]
+    criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
+    judges = list(dict.fromkeys(config.judges))
+    protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
+    settings = (settings or ModelSettings()).model_copy(
+        update={"concurrency": config.concurrency, "seed": config.seed}
+    )
+    with Run(KIND, run_dir, config, on_progress=on_progress, summary_file=SUMMARY_FILE) as the_run:
+        the_run.record(
+            prompts={f"judge {spec}": protocol.version for spec, protocol in protocols.items()}
+            | {key: c.fingerprint for key, c in sorted(criteria.items())}
+        )
+        store, meter = the_run.store, the_run.meter
+        for item in items:
+            store.put(ITEM_KIND, item.key, item, unit=item.criterion)
+        clients = {
+            spec: ModelClient.create(
+                spec,
+                "judge",
+                store=store,
+                meter=meter,
+                settings=settings,
+                temperature=JUDGE_TEMPERATURE,
+                max_tokens=JUDGE_MAX_TOKENS,
+            )
+            for spec in judges
+        }
+        todo = []
+        for item in items:
+            for spec in judges:
+                stored = store.get(
+                    RECORD_KIND, verdict_id(item, criteria[item.criterion], spec, protocols[spec])
+                )
+                # A transport failure (no reply at all) is asked again; any reply stands.
+                if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
+                    todo.append((item, spec))
+        the_run.expect("verdicts", len(todo))
+        gate = asyncio.Semaphore(config.concurrency)
+
+        async def one(item: MetaItem, spec: str) -> None:
+            async with gate:
+                verdict = await judge_item(clients[spec], item, criteria[item.criterion], protocols[spec])
+            store.put(RECORD_KIND, verdict.id, verdict, unit=item.criterion)
+            the_run.advance("verdicts")
+
+        await asyncio.gather(*(one(item, spec) for item, spec in todo))
+        verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
+        wanted_ids = {
+            verdict_id(i, criteria[i.criterion], spec, protocols[spec]) for i in items for spec in judges
+        }
+        stats = build_meta_summary(
+            items,
+            [v for v in verdicts if v.id in wanted_ids],
+            judges,
+            seed=config.seed,
+            n_resamples=config.n_resamples,
+        )
+        stats["criteria"] = {
+            key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
+            | stats["criteria"].get(key, {})
+            for key, c in criteria.items()
+        }
+        return the_run.finish(MetaEvalSummary(**stats, items=str(config.items)))
+
+
+run_sync = synchronous(run)
