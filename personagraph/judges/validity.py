@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from scipy import stats as scipy_stats
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric
 from personagraph.judges.stats import Estimate, bootstrap_ci
 from personagraph.models import ModelClient
@@ -134,6 +135,32 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in ENGLISH_STOP_WORDS)
 
 
+def make_variant(
+    item: CheckItem,
+    kind: VariantKind,
+    seed: int,
+    *,
+    response: str,
+    persona: str | None = None,
+    criterion: str | None = None,
+    detail: str = "",
+    error: str | None = None,
+) -> Variant:
+    """A variant record of ``item`` (failed when ``error`` is given); persona and rubric default to the
+    item's."""
+    return Variant(
+        id=variant_id(item, kind, seed),
+        item_key=item.key,
+        kind=kind,
+        status="failed" if error else "ok",
+        persona=item.persona if persona is None else persona,
+        response=response,
+        criterion=criterion or item.criterion,
+        detail=detail,
+        error=error,
+    )
+
+
 def swap_variant(item: CheckItem, others: Sequence[str], seed: int) -> Variant:
     """The answer judged against another persona sharing no content word with the item's.
 
@@ -151,31 +178,13 @@ def swap_variant(item: CheckItem, others: Sequence[str], seed: int) -> Variant:
         fewest = len(content_words(packaged[0]) & own)
         persona = rng.choice([p for p in packaged if len(content_words(p) & own) == fewest])
         detail = "packaged contrast persona" + (f" ({fewest} shared words)" if fewest else "")
-    return Variant(
-        id=variant_id(item, "swap", seed),
-        item_key=item.key,
-        kind="swap",
-        status="ok",
-        persona=persona,
-        response=item.response,
-        criterion=item.criterion,
-        detail=detail,
-    )
+    return make_variant(item, "swap", seed, response=item.response, persona=persona, detail=detail)
 
 
 def disclosure_variant(item: CheckItem, seed: int) -> Variant:
     """The answer with an AI-disclosure sentence put before it."""
     sentence = _rng(item, "disclosure", seed).choice(_variant_text()[0])
-    return Variant(
-        id=variant_id(item, "disclosure", seed),
-        item_key=item.key,
-        kind="disclosure",
-        status="ok",
-        persona=item.persona,
-        response=f"{sentence} {item.response}",
-        criterion=item.criterion,
-        detail=sentence,
-    )
+    return make_variant(item, "disclosure", seed, response=f"{sentence} {item.response}", detail=sentence)
 
 
 def filler(n_words: int, rng: random.Random) -> str:
@@ -195,14 +204,11 @@ def padding_variant(item: CheckItem, seed: int) -> Variant:
     """The answer followed by filler as long as the answer (in words)."""
     n_words = max(1, len(item.response.split()))
     padding = filler(n_words, _rng(item, "padding", seed))
-    return Variant(
-        id=variant_id(item, "padding", seed),
-        item_key=item.key,
-        kind="padding",
-        status="ok",
-        persona=item.persona,
+    return make_variant(
+        item,
+        "padding",
+        seed,
         response=f"{item.response.rstrip()} {padding}",
-        criterion=item.criterion,
         detail=f"{len(padding.split())} filler words after {n_words}",
     )
 
@@ -218,17 +224,7 @@ def _generated(
         problem = "the generator returned no text"
     elif " ".join(text.split()) == " ".join(item.response.split()):
         problem = "the generator returned the answer unchanged"
-    return Variant(
-        id=variant_id(item, kind, seed),
-        item_key=item.key,
-        kind=kind,
-        status="failed" if problem else "ok",
-        persona=item.persona,
-        response=text,
-        criterion=criterion,
-        detail=detail,
-        error=problem,
-    )
+    return make_variant(item, kind, seed, response=text, criterion=criterion, detail=detail, error=problem)
 
 
 async def generic_variant(client: ModelClient, item: CheckItem, seed: int) -> Variant:
@@ -238,15 +234,8 @@ async def generic_variant(client: ModelClient, item: CheckItem, seed: int) -> Va
     )
     reply = await client.complete(messages)
     if not reply.ok:
-        return Variant(
-            id=variant_id(item, "generic", seed),
-            item_key=item.key,
-            kind="generic",
-            status="failed",
-            criterion=item.criterion,
-            error=reply.error,
-        )
-    return _generated(item, "generic", seed, reply.text, item.criterion, f"rewritten by {client.spec}")
+        return make_variant(item, "generic", seed, response="", error=reply.error or "generator call failed")
+    return _generated(item, "generic", seed, reply.text, item.criterion, f"rewritten by {client.name}")
 
 
 async def contradiction_variant(client: ModelClient, item: CheckItem, seed: int) -> Variant:
@@ -256,13 +245,13 @@ async def contradiction_variant(client: ModelClient, item: CheckItem, seed: int)
     )
     reply = await client.structured(messages, ContradictionReply)
     if not reply.ok or reply.value is None:
-        return Variant(
-            id=variant_id(item, "contradiction", seed),
-            item_key=item.key,
-            kind="contradiction",
-            status="failed",
+        return make_variant(
+            item,
+            "contradiction",
+            seed,
+            response="",
             criterion=CONTRADICTION_CRITERION,
-            error=reply.error,
+            error=reply.error or "generator reply did not parse",
         )
     value = reply.value
     detail = f"{value.attribute}: {value.persona_says} → {value.answer_says}"
@@ -446,8 +435,8 @@ def judge_verdict(judge: str, by_kind: dict[str, VariantStats], thresholds: Thre
             reasons.append("disclosure: no scored variants")
         elif disclosure.caught < thresholds.min_caught:
             reasons.append(
-                f"caught only {disclosure.n_caught} of {disclosure.n} AI disclosures itself "
-                f"(own score above the break cap)"
+                f"caught {disclosure.caught:.0%} of AI disclosures itself (own score ≤ break cap; "
+                f"n={disclosure.n})"
             )
     for kind in ("generic", "contradiction"):
         found = by_kind.get(kind)
@@ -469,18 +458,24 @@ class CheckVerdict(BaseModel):
     criterion: str
     status: Status
     score: int | None = None
+    expected_score: float | None = None  # probability-weighted, where the provider gives log-probabilities
     rationale: str = ""
     raw: str = ""
     error: str | None = None
 
 
-def verdict_id(judgement: Judgement, judge: str, rubric: Rubric) -> str:
-    """The record id of a verdict: changes with the judge prompt and the rubric's text."""
-    return short_id(judgement.key, judge, rubric.model_dump_json(), load_prompt("judge").version)
+def verdict_id(judgement: Judgement, judge: str, rubric: Rubric, protocol: Protocol) -> str:
+    """The record id of a verdict: changes with the judging protocol (its prompt) and the rubric's text."""
+    return short_id(judgement.key, judge, rubric.model_dump_json(), protocol.version)
 
 
 class JudgeResult(BaseModel):
-    """A judge's figures per variant kind and its verdict line."""
+    """A judge's figures per variant kind and its verdict line.
+
+    ``variants`` uses the integer scores (the verdict is read from them: a disclosure is caught by the
+    judge's own decision); ``expected`` the same figures on probability-weighted scores, for the kinds
+    where every verdict of every pair has one.
+    """
 
     judge: str
     verdict: Literal["pass", "warn"]
@@ -488,6 +483,7 @@ class JudgeResult(BaseModel):
     notes: list[str]
     line: str
     variants: dict[str, VariantStats]
+    expected: dict[str, VariantStats] = Field(default_factory=dict)
 
 
 def judge_results(
@@ -510,39 +506,53 @@ def judge_results(
     by_key = {item.key: item for item in items}
     ordered = sorted((v for v in variants if v.item_key in by_key), key=lambda v: (v.kind, v.id))
     kinds = [k for k in VARIANT_KINDS if any(v.kind == k for v in ordered)]
+    options = {"seed": seed, "n_resamples": n_resamples}
     results: dict[str, JudgeResult] = {}
     for judge in judges:
         by_kind: dict[str, VariantStats] = {}
+        expected: dict[str, VariantStats] = {}
         for kind in kinds:
-            original: list[float] = []
-            changed: list[float] = []
-            caps: list[int | None] = []
+            pairs: list[tuple[CheckVerdict, CheckVerdict, int | None]] = []
             failed_verdicts = failed_variants = 0
             for variant in (v for v in ordered if v.kind == kind):
                 if variant.status != "ok":
                     failed_variants += 1
                     continue
                 item = by_key[variant.item_key]
-                pair = [
+                found = [
                     verdicts.get((j.key, judge))
                     for j in (original_judgement(item, variant), variant_judgement(item, variant))
                 ]
-                failed_verdicts += sum(1 for v in pair if v is not None and v.score is None)
-                if any(v is None or v.score is None for v in pair):
-                    continue
-                original.append(float(pair[0].score))  # type: ignore[union-attr,arg-type]
-                changed.append(float(pair[1].score))  # type: ignore[union-attr,arg-type]
-                caps.append(rubrics[variant.criterion].break_cap)
+                failed_verdicts += sum(1 for v in found if v is not None and v.score is None)
+                first, second = found
+                if (
+                    first is not None
+                    and second is not None
+                    and first.score is not None
+                    and second.score is not None
+                ):
+                    pairs.append((first, second, rubrics[variant.criterion].break_cap))
+            counts = {"failed_verdicts": failed_verdicts, "failed_variants": failed_variants}
             by_kind[kind] = variant_stats(
                 kind,
-                original,
-                changed,
-                caps=caps,
-                failed_verdicts=failed_verdicts,
-                failed_variants=failed_variants,
-                seed=seed,
-                n_resamples=n_resamples,
+                [float(a.score or 0) for a, _, _ in pairs],
+                [float(b.score or 0) for _, b, _ in pairs],
+                caps=[cap for _, _, cap in pairs],
+                **counts,
+                **options,
             )
+            if pairs and all(
+                a.expected_score is not None and b.expected_score is not None for a, b, _ in pairs
+            ):
+                expected[kind] = variant_stats(
+                    kind,
+                    [a.expected_score or 0.0 for a, _, _ in pairs],
+                    [b.expected_score or 0.0 for _, b, _ in pairs],
+                    **counts,
+                    **options,
+                )
         verdict = judge_verdict(judge, by_kind, thresholds)
-        results[judge] = JudgeResult(**verdict.model_dump(), line=verdict.line(), variants=by_kind)
+        results[judge] = JudgeResult(
+            **verdict.model_dump(), line=verdict.line(), variants=by_kind, expected=expected
+        )
     return results

@@ -9,6 +9,9 @@ from personagraph.errors import PersonagraphError
 
 Provider = Literal["openai", "local", "test"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "local", "test")
+# The models a run uses when none is given: the persona agent under test, and the judge (also the generator).
+DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
+DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ can rather than failing the whole report.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import numpy as np
 from personagraph.report import charts
 from personagraph.report.load import BEHAVIOR_KINDS, Run
 from personagraph.report.tables import Column, Table
+from personagraph.runs.judge_check import SUMMARY_FILE
 
 Builder = Callable[[Run, Any], str]
 
@@ -551,3 +553,63 @@ def metrics_section(run: Run, page: Any) -> str:
 
 
 BUILDERS: list[Builder] = [sessions_section, memory_section, metrics_section]
+
+
+# --- judge validity (judge-check) ---------------------------------------------------------------------
+def _change_text(change: dict[str, Any]) -> str | None:
+    """A mean change with its CI: "+1.60 [+0.80, +2.40]"."""
+    if change.get("value") is None:
+        return None
+    text = f"{change['value']:+.2f}"
+    if change.get("ci_low") is not None and change.get("ci_high") is not None:
+        text += f" [{change['ci_low']:+.2f}, {change['ci_high']:+.2f}]"
+    return text
+
+
+def judge_validity_tables(check: dict[str, Any]) -> list[Table]:
+    """A judge-check's figures (``judge_check.json``, or ``summary.json``'s ``judge_check``): one table
+    per judge, a row per variant kind."""
+    columns = [Column("variant", "variant → expected"), Column("n", "n", "int"),
+               Column("failed", "failed", "int"), Column("change", "mean Δ [95% CI]"),
+               Column("accuracy", "pairwise acc.", "score"), Column("auc", "AUC", "score"),
+               Column("caught", "caught", "pct")]
+    note = (f"{check.get('n_items', '?')} answers from {check.get('source', '?')}. Δ: variant − original "
+            "(95% bootstrap CI); pairwise acc.: share of pairs the original scored higher, ties half; AUC: "
+            "originals vs variants; caught: AI disclosures the judge itself scored at most the break cap; "
+            "failed: verdicts that did not parse and variants the generator could not write (left out); "
+            "p-weighted: the same on probability-weighted scores")
+    tables = []
+    for judge, result in (check.get("results") or {}).items():
+        rows = []
+        figures = [(kind, "", stats) for kind, stats in (result.get("variants") or {}).items()]
+        figures += [(kind, " (p-weighted)", stats) for kind, stats in (result.get("expected") or {}).items()]
+        for kind, label, stats in figures:
+            rows.append({"variant": f"{kind}{label} → {stats.get('expected')}", "n": stats.get("n"),
+                         "failed": (stats.get("failed_verdicts") or 0) + (stats.get("failed_variants") or 0),
+                         "change": _change_text(stats.get("mean_change") or {}),
+                         "accuracy": (stats.get("pairwise_accuracy") or {}).get("value"),
+                         "auc": stats.get("auc"), "caught": stats.get("caught")})
+        tables.append(Table(title=f"Judge validity: {judge}", columns=columns, rows=rows, note=note))
+    return tables
+
+
+def judge_check_of(run: Run) -> dict[str, Any]:
+    """A run's judge-check figures: an eval run's ``summary.json`` holds them under ``judge_check``
+    (``eval --judge-check N``), a judge-check run's are its ``judge_check.json``; {} when there are none."""
+    if isinstance(run.summary.get("judge_check"), dict):
+        return run.summary["judge_check"]
+    path = run.path / SUMMARY_FILE
+    if run.kind != "judge-check" or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def judge_verdicts(check: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each judge's verdict line and whether it warns ("judge: WARN — swap AUC 0.52 < 0.70; …")."""
+    results = (check.get("results") or {}).values()
+    return [(str(r["line"]), r.get("verdict") == "warn")
+            for r in results if isinstance(r, dict) and r.get("line")]
