@@ -20,7 +20,7 @@ import pytest
 
 from personagraph.models.testing import register_script
 from personagraph.store import RunStore
-from personagraph.studio import EvalSettings, persona_eval, session
+from personagraph.studio import EvalSettings, memory_dialogue, persona_eval, session
 
 ROOT = Path(__file__).resolve().parents[1]
 COWBOY = "A 70-year-old retired cowboy from Texas"
@@ -128,3 +128,12 @@ async def test_settings_with_a_run_dir_keep_the_run_there_and_share_one_store(tm
 async def test_a_graph_without_a_context_says_what_it_needs():
     with pytest.raises(TypeError, match="context must be a EvalContext or settings that build one"):
         await persona_eval.ainvoke({"persona": COWBOY})
+
+
+async def test_the_memory_dialogue_graph_runs_from_settings(tmp_path):
+    out = await memory_dialogue.ainvoke(
+        {"user_id": "bart", "messages": [{"role": "user", "content": "I miss the beach trip we took."}]},
+        context={"model": "test:agent", "memories": str(tmp_path / "bank")},
+    )
+    assert out["status"] == "ok" and out["reply"]
+    assert out["candidates"] == [] and out["chosen"] is None  # an empty bank: nothing to recall
