@@ -50,6 +50,8 @@ def eval_command(
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
                                "1 judge (flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
+    judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
+                                    "(persona swap, AI disclosure, …; see judge-check); 0: off."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     executor: str = typer.Option("local", "--executor", help="Where persona units run: local (asyncio, "
@@ -79,7 +81,7 @@ def eval_command(
                    "environments": environments, "questions_per_task": questions_per_task, "shortlist": shortlist}
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
-                             allow_self_judging=allow_self_judging)
+                             allow_self_judging=allow_self_judging, judge_check=judge_check)
         with progress_display() as progress:
             summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key),
                                      on_progress=progress_bars(progress), executor=executor,

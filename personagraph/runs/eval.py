@@ -20,8 +20,10 @@ from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
 from personagraph.judges.scoring import summarize_scores
 from personagraph.models import ModelSettings, parse_spec
+from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
+from personagraph.runs import judge_check
 from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.plugins import Plugins, is_plugin_path
@@ -29,8 +31,6 @@ from personagraph.schemas import Answer, Persona, Verdict
 from personagraph.store import RunStore
 
 KIND = "eval"
-DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
-DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
 # ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, the first judge)
 QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
@@ -58,6 +58,7 @@ class EvalConfig(BaseModel):
     persona_temperature: float = Field(0.7, ge=0, le=2)
     max_answer_tokens: int = Field(256, ge=16, le=8192)
     quick: bool = False  # the QUICK preset for every field above that is not given
+    judge_check: int = Field(0, ge=0, le=1000)  # then judge-check N answers per task (in RUN_DIR/judge-check)
 
     @field_validator("personas", mode="before")
     @classmethod
@@ -88,7 +89,7 @@ class EvalConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
-        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick"})
+        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "judge_check"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def stage_totals(self) -> dict[str, int]:
@@ -111,7 +112,8 @@ class EvalConfig(BaseModel):
 
 
 class EvalSummary(Summary):
-    """``summary.json`` of an eval run: scores per model and task, judge agreement, finished personas."""
+    """``summary.json`` of an eval run: scores per model and task, judge agreement, finished personas;
+    with ``judge_check`` set, also ``judge_check`` (the run's judge-check summary: judge validity)."""
 
     models: dict[str, Any] = Field(default_factory=dict)
     failed_verdicts: int = 0
@@ -198,6 +200,13 @@ async def run(
         await runner.run(job, run.store, run.meter)
         summary = build_summary(run.store, config)
         summary.executor = runner.name
+        if config.judge_check:
+            run.store.flush()  # the check reads this run's answers from the store
+            check = judge_check.JudgeCheckConfig(from_run=str(run_dir), per_task=config.judge_check,
+                                                 seed=config.seed, concurrency=config.concurrency)
+            found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
+                                          on_progress=on_progress)
+            summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]
         return run.finish(summary)
 
 
