@@ -329,7 +329,8 @@ def eval_dialogue(
         config = DialogueEvalConfig(
             setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name
         )
-        summary = await run_dialogue_eval(config, dialogues, memories, run_dir)
+        with progress_display(label_width=14, transient=True) as progress:
+            summary = await run_dialogue_eval(config, dialogues, memories, run_dir, progress_bars(progress))
         console.print(render_summary(summary))
 
     run(body)

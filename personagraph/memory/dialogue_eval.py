@@ -37,6 +37,7 @@ from personagraph.memory.madial import (
 from personagraph.memory.recall import Recaller, RecallSettings
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash, read_yaml
+from personagraph.runs.base import ProgressEvent, ProgressHandler
 
 CRITERIA = ("naturalness", "style_coherence", "memory_injection", "emotional_support", "emotion_improvement")
 
@@ -137,9 +138,16 @@ def _candidates(
 
 
 async def run_dialogue_eval(
-    config: DialogueEvalConfig, dialogues_path: str | Path, memories_path: str | Path, run_dir: str | Path
+    config: DialogueEvalConfig,
+    dialogues_path: str | Path,
+    memories_path: str | Path,
+    run_dir: str | Path,
+    on_progress: ProgressHandler | None = None,
 ) -> dict[str, Any]:
-    """Runs (or resumes) one setting and returns the summary (also stored as ``madial_summary``)."""
+    """Runs (or resumes) one setting and returns the summary (also stored as ``madial_summary``).
+
+    ``on_progress`` hears ``embed memories`` (one step) and ``replies`` (one per test turn, judged).
+    """
     from personagraph.graphs.memory_dialogue import (
         MemoryDialogueContext,
         render_dialogue,
@@ -161,8 +169,14 @@ async def run_dialogue_eval(
     for m in memories:
         pools.setdefault(m.user_id, {})[m.id] = m
 
+    emit = on_progress or (lambda event: None)
+    emit(ProgressEvent("embed memories", 0, 1))
     bank = await asyncio.to_thread(MemoryBank, Path(run_dir) / "memory")
     await asyncio.to_thread(bank.upsert, memories)
+    emit(ProgressEvent("embed memories", 1, 1))
+    total = sum(len(d.test_turns) for d in dialogues)
+    finished = 0
+    emit(ProgressEvent("replies", 0, total))
     recaller = Recaller(bank, RecallSettings(method=config.method))  # type: ignore[arg-type]
     responder = ModelClient.create(
         config.model, "memory_responder", store=store, temperature=0.7, max_tokens=256
@@ -173,6 +187,12 @@ async def run_dialogue_eval(
     gate = asyncio.Semaphore(config.concurrency)
 
     async def one(d: MadialDialogue, turn: int, ranked: list[str]) -> None:
+        nonlocal finished
+        await reply(d, turn, ranked)
+        finished += 1
+        emit(ProgressEvent("replies", finished, total))
+
+    async def reply(d: MadialDialogue, turn: int, ranked: list[str]) -> None:
         key = f"s{config.setting}:{d.index}:{turn}"
         if store.get("madial_verdict", key) is not None:
             return
