@@ -266,45 +266,33 @@ def test_the_embedded_judge_runs_a_disclosure_check(tmp_path: Path) -> None:
     assert stats.n == 0 or stats.caught in (0.0, 1.0)
 
 
-def test_eval_with_judge_check_reports_the_figures(tmp_path: Path) -> None:
-    config = eval_run.EvalConfig(
-        personas=[COWBOY],
-        models=["test:agent"],
-        judges=["test:j1"],
-        generator="test:gen",
-        environments=2,
-        questions_per_task=2,
-        judge_check=1,
-    )
-    summary = eval_run.run_sync(config, tmp_path / "eval")
-    check = summary.model_dump(mode="json")["judge_check"]
-    assert check["n_items"] == 5 and check["results"]["test:j1"]["verdict"] in ("pass", "warn")
-    written = json.loads((tmp_path / "eval" / "summary.json").read_text())
-    assert written["judge_check"]["results"] == check["results"]
-    assert (tmp_path / "eval" / EVAL_SUBDIR / SUMMARY_FILE).is_file()
-    run = load_run(tmp_path / "eval")
-    html = build_report([run])
-    assert "<h3>Judge validity</h3>" in html and "Judge validity: test:j1" in html
+def eval_with_check(run_dir: Path, judge: str, questions_per_task: int) -> tuple[Any, dict[str, Any], str]:
+    """An eval run with ``judge_check=1``: its summary, summary.json and the terminal table's text."""
+    config = eval_run.EvalConfig(personas=[COWBOY], models=["test:agent"], judges=[judge],
+                                 generator="test:gen", environments=2, questions_per_task=questions_per_task,
+                                 judge_check=1)
+    summary = eval_run.run_sync(config, run_dir)
+    written = json.loads((run_dir / "summary.json").read_text())
     console = Console(width=200, record=True)
     console.print(render_summary(written))
-    assert "judge validity: test:j1:" in " ".join(console.export_text().split())
-    again = eval_run.run_sync(config, tmp_path / "eval")
-    assert again.llm_calls == 0
+    return summary, written, " ".join(console.export_text().split())
+
+
+def test_eval_with_judge_check_reports_the_figures(tmp_path: Path) -> None:
+    summary, written, terminal = eval_with_check(tmp_path / "eval", "test:j1", 2)
+    check = summary.model_dump(mode="json")["judge_check"]
+    assert check["n_items"] == 5 and check["results"]["test:j1"]["verdict"] in ("pass", "warn")
+    assert written["judge_check"]["results"] == check["results"]
+    assert (tmp_path / "eval" / EVAL_SUBDIR / SUMMARY_FILE).is_file()
+    html = build_report([load_run(tmp_path / "eval")])
+    assert "<h3>Judge validity</h3>" in html and "Judge validity: test:j1" in html
+    assert "judge validity: test:j1:" in terminal
+    again, _, _ = eval_with_check(tmp_path / "eval", "test:j1", 2)
+    assert again.llm_calls == 0 and again.model_dump(mode="json")["judge_check"]["llm_calls"] == 0
 
 
 def test_a_flagged_judge_is_warned_about_beside_the_persona_score(tmp_path: Path) -> None:
-    config = eval_run.EvalConfig(
-        personas=[COWBOY],
-        models=["test:agent"],
-        judges=["test:jc-random"],
-        generator="test:gen",
-        environments=2,
-        questions_per_task=1,
-        judge_check=1,
-    )
-    eval_run.run_sync(config, tmp_path / "eval")
+    _, _, terminal = eval_with_check(tmp_path / "eval", "test:jc-random", 1)
     html = build_report([load_run(tmp_path / "eval")])
     assert '<p class="bad">⚠ Judge validity of' in html and "test:jc-random: WARN" in html
-    console = Console(width=200, record=True)
-    console.print(render_summary(json.loads((tmp_path / "eval" / "summary.json").read_text())))
-    assert "⚠ judge validity: test:jc-random: WARN — swap AUC" in " ".join(console.export_text().split())
+    assert "⚠ judge validity: test:jc-random: WARN — swap AUC" in terminal
