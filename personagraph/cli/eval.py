@@ -25,6 +25,7 @@ from personagraph.report.view import render_summary
 from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
 from personagraph.runs.eval import run as run_eval
+from personagraph.terminal import plain
 
 
 def eval_command(
@@ -50,6 +51,10 @@ def eval_command(
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
                                "1 judge (flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
+    retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed", help="On resume, retry the items "
+                                      "that failed before (default) or keep them failed."),
+    non_answers: str = typer.Option("minimum", "--non-answers", help="Failed or empty answers: 'minimum' scores "
+                                    "them the rubric's lowest score (counted), 'exclude' leaves them out."),
     judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
                                     "(persona swap, AI disclosure, …; see judge-check); 0: off."),
     base_url: str | None = BASE_URL_OPTION,
@@ -81,17 +86,20 @@ def eval_command(
                    "environments": environments, "questions_per_task": questions_per_task, "shortlist": shortlist}
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
-                             allow_self_judging=allow_self_judging, judge_check=judge_check)
+                             allow_self_judging=allow_self_judging, retry_failed=retry_failed,
+                             non_answers=non_answers, judge_check=judge_check)
         with progress_display() as progress:
             summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
         console.print(render_summary(summary.model_dump()))
-        console.print(
+        console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
-            f"failed verdicts: {summary.failed_verdicts} · personas finished: "
-            f"{summary.personas_finished}/{summary.personas} · results: {run_dir}/summary.json"
-        )
+            f"failed items: {len(summary.failures)} · incomplete personas: {summary.incomplete} · "
+            + (f"retried: {summary.retried}, recovered: {summary.recovered} · " if summary.retried else "")
+            + (f"short of the requested count: {len(summary.shortfalls)} · " if summary.shortfalls else "")
+            + f"personas finished: {summary.personas_finished}/{summary.personas} · results: {run_dir}/summary.json"
+        ), soft_wrap=True)
         return summary
 
     previous = _fast_event_loop()

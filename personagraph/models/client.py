@@ -216,7 +216,7 @@ class ModelClient:
         self.settings = settings
         self.store = store
         self.meter = meter or Meter()
-        self.retry = retry or RetryPolicy(max_retry_after_s=settings.max_retry_after_s)
+        self.retry = retry or RetryPolicy(attempts=settings.retry_attempts, max_retry_after_s=settings.max_retry_after_s)
         register_secret(settings.api_key.get_secret_value() if settings.api_key else None)
         self._base_url = settings.base_url or ""
         # local: specs go to their model's llama.cpp server (models/engine.py), as many at once as its slots

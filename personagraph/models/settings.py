@@ -18,6 +18,7 @@ class ModelSettings(BaseModel):
     concurrency: int = Field(8, ge=1, le=1024)
     timeout_s: float = Field(120.0, gt=0)
     max_retry_after_s: float = Field(60.0, ge=0)  # a server's Retry-After is obeyed up to this long
+    retry_attempts: int = Field(6, ge=1, le=100)  # attempts per call at transient errors (1: no retry)
     base_url: str | None = None
     api_key: SecretStr | None = Field(default=None, exclude=True)
     structured: StructuredMode = "auto"

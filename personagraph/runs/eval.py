@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -24,10 +24,11 @@ from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
 from personagraph.runs import judge_check
-from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
+from personagraph.runs.executors.base import UNIT_DONE, UNIT_FAILED, unit_failures, unit_id
 from personagraph.runs.plugins import Plugins, is_plugin_path
-from personagraph.schemas import Answer, Persona, Verdict
+from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 from personagraph.store import RunStore
 
 KIND = "eval"
@@ -58,6 +59,8 @@ class EvalConfig(BaseModel):
     persona_temperature: float = Field(0.7, ge=0, le=2)
     max_answer_tokens: int = Field(256, ge=16, le=8192)
     quick: bool = False  # the QUICK preset for every field above that is not given
+    retry_failed: bool = True  # a resumed run retries the failed items (False keeps them failed)
+    non_answers: Literal["minimum", "exclude"] = "minimum"  # failed/empty answers score the rubric minimum
     judge_check: int = Field(0, ge=0, le=1000)  # then judge-check N answers per task (in RUN_DIR/judge-check)
 
     @field_validator("personas", mode="before")
@@ -89,7 +92,7 @@ class EvalConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
-        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "judge_check"})
+        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers", "judge_check"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def stage_totals(self) -> dict[str, int]:
@@ -123,7 +126,9 @@ class EvalSummary(Summary):
     personas: int = 0
     personas_finished: int = 0
     environments_unknown_dropped: int = 0
-    errors: list[dict[str, Any]] = Field(default_factory=list)
+    shortfalls: list[dict[str, Any]] = Field(default_factory=list)  # fewer environments/questions than asked
+    retried: int = 0  # failed items of earlier runs that this run retried
+    recovered: int = 0  # of those, the ones that finished this time
     tokens: list[dict[str, Any]] = Field(default_factory=list)
     executor: str = "local"
 
@@ -197,8 +202,12 @@ async def run(
             plugins=plugins,
             on_item=run.advance,
         )
+        retrying = _failures_to_retry(run.store, config)
         await runner.run(job, run.store, run.meter)
         summary = build_summary(run.store, config)
+        still = {(f.stage, f.item) for f in summary.failures}
+        summary.retried = len(retrying)
+        summary.recovered = sum((f.stage, f.item) not in still for f in retrying)
         summary.executor = runner.name
         if config.judge_check:
             run.store.flush()  # the check reads this run's answers from the store
@@ -213,8 +222,34 @@ async def run(
 run_sync = synchronous(run)
 
 
+def _failures_to_retry(store: RunStore, config: EvalConfig) -> list[FailedItem]:
+    """The failed items this run will retry: those of units that ended with failures (if retrying)."""
+    if not config.retry_failed:
+        return []
+    return [f for p in config.personas
+            if store.get(UNIT_FAILED, unit_id(p, config)) and not store.get(UNIT_DONE, unit_id(p, config))
+            for f in unit_failures(store, p, config)]
+
+
+def _shortfalls(store: RunStore, persona_ids: set[str]) -> list[dict[str, Any]]:
+    """Selections and question lists that stayed short of the requested count after their top-ups."""
+    rows = [{"stage": "select", "item": s["persona_id"], "requested": s["requested"],
+             "got": s["requested"] - s["shortfall"]}
+            for s in store.records("selection") if s["persona_id"] in persona_ids and s.get("shortfall")]
+    rows += [{"stage": "questions", "item": f"{b['persona_id']}/{b['task']}", "requested": b["requested"],
+              "got": b["requested"] - b["shortfall"]}
+             for b in store.records("question_batch")
+             if b["persona_id"] in persona_ids and b["status"] == "ok" and b["shortfall"]]
+    return rows
+
+
 def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSummary:
-    """The scores of a run, computed from its store (optionally restricted to one config's work)."""
+    """The scores of a run, computed from its store (optionally restricted to one config's work).
+
+    Outcome: ``failures`` lists every failed item of the config's personas (stage, item, model, reason);
+    ``incomplete`` counts the persona units that did not run to the end (an interrupted run);
+    ``personas_finished`` those whose every item finished.
+    """
     if config is None:
         config = EvalConfig.model_validate(store.get_meta("config"))
     persona_ids = {p.id for p in config.personas}
@@ -230,11 +265,17 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
         (v for v in verdicts if v.answer_id in answer_ids and v.judge in config.judges), key=lambda v: v.id
     )
     selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
+    tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
+    done = [store.get(UNIT_DONE, unit_id(p, config)) is not None for p in config.personas]
+    ended = [d or store.get(UNIT_FAILED, unit_id(p, config)) is not None for p, d in zip(config.personas, done, strict=True)]
     return EvalSummary(
-        **summarize_scores(answers, verdicts, config.judges, seed=config.seed),
+        **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
+                           tasks=tasks),
         personas=len(config.personas),
-        personas_finished=sum(1 for r in store.records("persona_done") if r["persona_id"] in persona_ids),
+        personas_finished=sum(done),
         environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),
-        errors=[e for pid in sorted(persona_ids) for e in store.records("error", unit=pid)][:50],
+        shortfalls=_shortfalls(store, persona_ids),
+        failures=[f for p in config.personas for f in unit_failures(store, p, config)],
+        incomplete=len(ended) - sum(ended),
         tokens=store.call_stats(),
     )

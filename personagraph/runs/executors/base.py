@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.cached import CachedAgent
-from personagraph.graphs.persona_eval import EvalContext
+from personagraph.graphs.persona_eval import QUESTION_BATCH, EvalContext
 from personagraph.models import Meter, ModelClient, ModelSettings
+from personagraph.runs.base import FailedItem
 from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
@@ -18,7 +19,8 @@ from personagraph.store import RunStore
 if TYPE_CHECKING:  # the config type only: runs/eval.py imports the executors
     from personagraph.runs.eval import EvalConfig
 
-UNIT_DONE = "unit_done"  # record kind: a persona unit of one config finished (its graph reached the end)
+UNIT_DONE = "unit_done"  # record kind: a persona unit of one config finished with every item done
+UNIT_FAILED = "unit_failed"  # record kind: a unit's graph reached the end with failed items (attempts, failed)
 
 
 @dataclass
@@ -113,16 +115,62 @@ def initial_state(persona: Persona, config: EvalConfig) -> dict[str, Any]:
     }
 
 
+def _reason(record: dict[str, Any]) -> str:
+    return " ".join(str(record.get("error") or "failed").split())[:300]
+
+
+def unit_failures(store: Any, persona: Persona, config: EvalConfig) -> list[FailedItem]:
+    """The failed items of one persona unit, from its records (a retried item's row is replaced, so a
+    recovered item is no longer listed): selection, question batches, exemplars, answers, verdicts."""
+    pid = persona.id
+    generator = config.generator or config.judges[0]
+    failed = [FailedItem(stage=e.get("stage", "executor"), item=pid, reason=_reason(e))
+              for e in store.records("error", unit=pid)]
+    if config.benchmark is None:
+        selection = store.get("selection", pid)
+        if selection is not None and selection["status"] != "ok":
+            failed.append(FailedItem(stage="select", item=pid, model=generator, reason=_reason(selection)))
+        failed += [FailedItem(stage="questions", item=f"{pid}/{b['task']}", model=generator, reason=_reason(b))
+                   for b in store.records(QUESTION_BATCH, unit=pid) if b["status"] != "ok"]
+    questions = {q["id"] for q in store.records("question", unit=pid)}
+    failed += [FailedItem(stage="exemplars", item=e["question_id"], model=generator, reason=_reason(e))
+               for e in store.records("exemplars", unit=pid) if e["question_id"] in questions and e["status"] != "ok"]
+    answers = [a for a in store.records("answer", unit=pid)
+               if a["question_id"] in questions and a["model"] in config.models]
+    failed += [FailedItem(stage="answers", item=a["id"], model=a["model"], reason=_reason(a))
+               for a in answers if a["status"] != "ok"]
+    answer_ids = {a["id"] for a in answers}
+    failed += [FailedItem(stage="verdicts", item=v["id"], model=v["judge"], reason=_reason(v))
+               for v in store.records("verdict", unit=pid)
+               if v["answer_id"] in answer_ids and v["judge"] in config.judges and v["status"] != "ok"]
+    return failed
+
+
+def unit_to_run(store: Any, persona: Persona, config: EvalConfig) -> bool:
+    """Whether a unit has work: never finished, or finished with failed items that are to be retried."""
+    uid = unit_id(persona, config)
+    if store.get(UNIT_DONE, uid) is not None:
+        return False
+    return config.retry_failed or store.get(UNIT_FAILED, uid) is None
+
+
 async def run_unit(
     graph: Any, context: EvalContext, persona: Persona, config: EvalConfig, *, checkpointed: bool
 ) -> None:
-    """Runs (or finishes) one persona's graph; every finished call and item is already in the store,
-    so a unit cut short restarts cheaply: its finished calls are answered from the response cache."""
+    """Runs (or finishes, or retries) one persona's graph; every finished call and item is already in the
+    store, so a unit cut short restarts cheaply: its finished calls are answered from the response cache.
+
+    A unit whose graph ended with failed items is not done: it is recorded as ``unit_failed``, and the
+    next run (``config.retry_failed``) runs its graph again on a fresh checkpoint thread — the response
+    cache answers every call that succeeded, so only the failed (and never-made) calls are sent.
+    """
     uid = unit_id(persona, config)
-    if context.store.get(UNIT_DONE, uid) is not None:
+    if not unit_to_run(context.store, persona, config):
         return
+    previous = context.store.get(UNIT_FAILED, uid)
+    attempt = previous["attempts"] if previous else 0
     if checkpointed:
-        thread = {"configurable": {"thread_id": uid}}
+        thread = {"configurable": {"thread_id": uid if attempt == 0 else f"{uid}-retry{attempt}"}}
         snapshot = await graph.aget_state(thread)
         if not (snapshot.values and not snapshot.next):
             # Checkpoints are written when the graph exits: the response cache is what makes a restart
@@ -131,6 +179,9 @@ async def run_unit(
             await graph.ainvoke(state, thread, context=context, durability="exit")
     else:
         await graph.ainvoke(initial_state(persona, config), context=context)
-    context.store.put(
-        UNIT_DONE, uid, {"persona_id": persona.id, "fingerprint": config.fingerprint()}, unit=persona.id
-    )
+    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempt + 1}
+    failed = unit_failures(context.store, persona, config)
+    if failed:
+        context.store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)
+    else:
+        context.store.put(UNIT_DONE, uid, record, unit=persona.id)

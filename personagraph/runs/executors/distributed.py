@@ -33,7 +33,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter, ModelSettings
 from personagraph.models.openai_http import close_sessions
-from personagraph.runs.executors.base import UNIT_DONE, EvalJob, build_context, run_unit, unit_id
+from personagraph.runs.executors.base import EvalJob, build_context, run_unit, unit_to_run
 from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
 from personagraph.store import CallRow, RunStore
@@ -208,7 +208,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
 
         config = job.config
-        todo = [p for p in config.personas if store.get(UNIT_DONE, unit_id(p, config)) is None]
+        todo = [p for p in config.personas if unit_to_run(store, p, config)]
         if not todo:
             return
         started = self._init()

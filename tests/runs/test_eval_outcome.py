@@ -1,0 +1,122 @@
+"""Outcome accounting of eval runs: failures are listed, never finished, and retried on resume."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.fake_openai import start_in_thread
+from personagraph.models import ModelSettings
+from personagraph.runs.base import EXIT_INCOMPLETE, ProgressEvent
+from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import run as run_eval
+from personagraph.schemas import Persona
+from personagraph.store import RunStore
+
+COWBOY = Persona(description="A 70-year-old retired cowboy from Texas")
+NURSE = Persona(description="A pediatric nurse from Ohio")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(**overrides) -> EvalConfig:
+    base = dict(personas=[COWBOY, NURSE], models=["openai:agent"], judges=["openai:judge"], environments=2,
+                questions_per_task=1, concurrency=4)
+    return EvalConfig(**{**base, **overrides})
+
+
+async def test_an_eval_through_an_outage_finishes_every_item_after_one_rerun(run_dir: Path) -> None:
+    with start_in_thread(delay=0.01, outage_status=503) as server:
+        settings = ModelSettings(base_url=server.base_url, api_key="sk-test", retry_attempts=1)
+
+        def outage_once_answering(event: ProgressEvent) -> None:  # the server goes down mid-run
+            if event.stage == "answers" and event.done == 2:
+                server.start_outage(600)
+
+        first = await run_eval(_config(), run_dir, settings=settings, on_progress=outage_once_answering)
+        assert first.failures and first.exit_code == EXIT_INCOMPLETE
+        assert {f.stage for f in first.failures} >= {"answers"}
+        assert all(f.model and "HTTP 503" in f.reason for f in first.failures)
+        assert first.personas_finished < 2
+        server.start_outage(0)
+        server.reset()
+        second = await run_eval(_config(), run_dir, settings=settings)
+        stats = server.stats()
+        assert second.failures == [] and second.incomplete == 0 and second.exit_code == 0
+        assert second.personas_finished == 2
+        assert second.retried == len(first.failures) and second.recovered == second.retried
+        # only calls that had not succeeded were sent: no request body twice, no cached call again
+        assert all(n == 1 for n in stats.attempts.values()) and stats.completions == second.llm_calls
+        assert second.cache_hits > 0
+        third = await run_eval(_config(), run_dir, settings=settings)
+        assert third.llm_calls == 0 and third.retried == 0 and third.exit_code == 0
+
+
+async def test_no_retry_keeps_failed_items_failed(run_dir: Path) -> None:
+    with start_in_thread(outage=600, outage_status=401) as server:
+        settings = ModelSettings(base_url=server.base_url, api_key="sk-test")
+        first = await run_eval(_config(personas=[COWBOY]), run_dir, settings=settings)
+        assert [(f.stage, f.item) for f in first.failures] == [("select", COWBOY.id)]
+        server.start_outage(0)
+        kept = await run_eval(_config(personas=[COWBOY], retry_failed=False), run_dir, settings=settings)
+        assert kept.llm_calls == 0 and kept.failures == first.failures and kept.retried == 0
+        assert server.stats().completions == 0
+        retried = await run_eval(_config(personas=[COWBOY]), run_dir, settings=settings)
+        assert retried.failures == [] and retried.retried == retried.recovered == 1
+
+
+def _eval(run_dir: Path, base_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "personagraph.cli", "eval", "--persona", COWBOY.description, "-m", "openai:agent",
+         "-j", "openai:judge", "--environments", "1", "--questions-per-task", "1", "--base-url", base_url,
+         "--api-key", "sk-test", "--run-dir", str(run_dir), *extra],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+
+
+def test_an_unreachable_endpoint_is_not_a_success_and_recovers_on_rerun(run_dir: Path) -> None:
+    port = _free_port()
+    down = _eval(run_dir, f"http://127.0.0.1:{port}/v1")
+    assert down.returncode == EXIT_INCOMPLETE, down.stderr
+    assert "1 failed items" in down.stderr and "run the same command again" in down.stderr
+    summary = RunStore(run_dir, readonly=True)
+    assert summary.get("selection", COWBOY.id)["status"] == "failed"
+    failures = __import__("json").loads((run_dir / "summary.json").read_text())["failures"]
+    assert [(f["stage"], f["model"]) for f in failures] == [("select", "openai:judge")]
+    assert "ConnectError" in failures[0]["reason"] or "connect" in failures[0]["reason"].lower()
+    with start_in_thread(port=port) as server:
+        up = _eval(run_dir, server.base_url)
+        assert up.returncode == 0, up.stderr
+        assert "retried: 1, recovered: 1" in up.stdout and "personas finished: 1/1" in up.stdout
+        assert all(n == 1 for n in server.stats().attempts.values())
+
+
+def test_two_evals_on_one_run_dir_the_second_is_refused(run_dir: Path) -> None:
+    with start_in_thread(rate_timeout=1.0, timeout_sleep=120) as server:  # the first eval waits on its calls
+        first = subprocess.Popen(
+            [sys.executable, "-m", "personagraph.cli", "eval", "--persona", COWBOY.description, "-m", "openai:agent",
+             "-j", "openai:judge", "--base-url", server.base_url, "--api-key", "sk-test", "--run-dir", str(run_dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not (run_dir / "run.lock").is_file() or not (run_dir / "run.lock").read_text():
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.05)
+            second = _eval(run_dir, server.base_url)
+            assert second.returncode == 2
+            assert second.stderr.strip().splitlines() == [
+                f"error: {run_dir}: in use by process {first.pid} on {socket.gethostname()}; wait for it to "
+                "finish or use another --run-dir"
+            ]
+        finally:
+            first.terminate()
+            first.wait(30)
