@@ -81,10 +81,12 @@ class ServerProcess:
 
 @contextmanager
 def fake_server(**options: Any) -> Iterator[ServerProcess]:
-    """Starts ``bench/fake_openai.py --port 0 --<option> <value> …``; stops it on exit."""
+    """Starts ``bench/fake_openai.py --port 0 --<option> <value> …`` (``--<flag>`` for a True option); stops
+    it on exit."""
     args = [sys.executable, str(ROOT / "bench" / "fake_openai.py"), "--port", "0"]
     for name, value in options.items():
-        args += [f"--{name.replace('_', '-')}", str(value)]
+        flag = f"--{name.replace('_', '-')}"
+        args += [flag] if value is True else [] if value is False else [flag, str(value)]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline() if process.stdout else ""

@@ -94,6 +94,8 @@ class FakeOptions(BaseModel):
     outage: float = Field(0.0, ge=0, description="seconds, from the first chat request, that every request fails")
     outage_status: int = Field(503, ge=400, le=599, description="HTTP status of requests during an outage")
     seed: int = 0
+    full_lists: bool = Field(False, description="arrays get maxItems items, as a model that delivers what "
+                             "was asked (else a random count within the bounds, which prompts top-ups)")
 
     @model_validator(mode="after")
     def _rates_fit(self) -> FakeOptions:
@@ -180,13 +182,16 @@ class SchemaFaker:
     integer/number (inclusive and exclusive bounds), boolean, null, array (items, prefixItems,
     minItems/maxItems, uniqueItems), ``$ref`` (JSON pointers such as ``#/$defs/Name``), anyOf/oneOf
     (a non-null branch) and allOf. An array of strings named ``environments`` is filled from
-    ``pool`` when the pool is not empty.
+    ``pool`` when the pool is not empty. ``full`` fills every bounded array to its ``maxItems``.
     """
 
-    def __init__(self, root: dict[str, Any], rng: random.Random, pool: list[str]) -> None:
+    def __init__(
+        self, root: dict[str, Any], rng: random.Random, pool: list[str], *, full: bool = False
+    ) -> None:
         self.root = root
         self.rng = rng
         self.pool = pool
+        self.full = full
 
     def resolve(self, schema: Any) -> dict[str, Any]:
         """Follow ``$ref`` (merging sibling keywords) until a concrete schema remains."""
@@ -274,7 +279,7 @@ class SchemaFaker:
         high = high if high is not None else max(low, 3)
         if depth >= _MAX_DEPTH:
             high = low
-        count = self.rng.randint(low, high)
+        count = high if self.full and "maxItems" in schema else self.rng.randint(low, high)
         if not schema.get("uniqueItems"):
             return [self.value(items, None, depth + 1) for _ in range(count)]
         unique: dict[str, Any] = {}
@@ -365,7 +370,9 @@ def truncated_json(text: str) -> str:
     return '{"truncated": '
 
 
-def completion_body(body: dict[str, Any], model: str, *, malformed: bool = False) -> dict[str, Any]:
+def completion_body(
+    body: dict[str, Any], model: str, *, malformed: bool = False, full_lists: bool = False
+) -> dict[str, Any]:
     """The chat completion for a request body; deterministic in (model, messages, response_format)."""
     key = body_key(body)
     rng = random.Random(int(key[:16], 16))
@@ -378,7 +385,7 @@ def completion_body(body: dict[str, Any], model: str, *, malformed: bool = False
         if schema is None:
             value: Any = {"answer": free_text(user_texts[-1] if user_texts else "", rng)}
         else:
-            value = SchemaFaker(schema, rng, environment_pool(texts)).value(schema)
+            value = SchemaFaker(schema, rng, environment_pool(texts), full=full_lists).value(schema)
         content = json.dumps(value, ensure_ascii=False)
         if malformed:
             content = truncated_json(content)
@@ -542,7 +549,8 @@ class FakeOpenAI:
                 raise asyncio.CancelledError  # nothing more to send on a closed connection
             if fault == "timeout":
                 await asyncio.sleep(self.options.timeout_sleep)
-            reply = completion_body(body, self.options.model, malformed=fault == "malformed")
+            reply = completion_body(body, self.options.model, malformed=fault == "malformed",
+                                    full_lists=self.options.full_lists)
             self._stats.completions += 1
             self._stats.structured += structured
             return web.json_response(reply)
@@ -658,6 +666,7 @@ def parse_args(argv: list[str] | None = None) -> FakeOptions:
                         help="seconds, from the first chat request, that every request fails")
     parser.add_argument("--outage-status", type=int, default=503, help="HTTP status during an outage")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    parser.add_argument("--full-lists", action="store_true", help="fill arrays to maxItems")
     return FakeOptions(**vars(parser.parse_args(argv)))
 
 

@@ -19,7 +19,7 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
-from bench.fake_openai import FakeOpenAI, FakeOptions, ServerStats, body_key, start_in_thread
+from bench.fake_openai import FakeOpenAI, FakeOptions, ServerStats, body_key, completion_body, start_in_thread
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "fake_openai.py"
 
@@ -428,3 +428,19 @@ def test_outage_flags_on_the_command_line() -> None:
 
     options = parse_args(["--outage", "5", "--outage-status", "401"])
     assert (options.outage, options.outage_status) == (5.0, 401)
+
+
+def test_full_lists_fill_bounded_arrays_to_max_items() -> None:
+    schema = {"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"},
+                                                             "maxItems": 4}}, "required": ["questions"]}
+    response_format = {"type": "json_schema", "json_schema": {"name": "Q", "schema": schema}}
+
+    def count(i: int, full: bool) -> int:
+        messages = [{"role": "user", "content": f"q{i}"}]
+        body = {"model": "m", "messages": messages, "response_format": response_format}
+        reply = completion_body(body, "m", full_lists=full)
+        return len(json.loads(reply["choices"][0]["message"]["content"])["questions"])
+
+    counts = {full: {count(i, full) for i in range(12)} for full in (False, True)}
+    assert counts[True] == {4}
+    assert len(counts[False]) > 1  # the default draws a count within the bounds
