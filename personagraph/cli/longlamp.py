@@ -9,20 +9,18 @@ import typer
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    ENDPOINT_OPTION,
     console,
     model_settings,
+    progress_bars,
     progress_display,
     run,
 )
 from personagraph.cli.score import EMBEDDING_OPTION, WORST_OPTION, render_report
 from personagraph.errors import PersonagraphError
-from personagraph.metrics.longlamp import (
-    RETRIEVERS,
-    LongLaMPConfig,
-    LongLaMPGeneration,
-    load_longlamp,
-    run_longlamp,
-)
+from personagraph.metrics.longlamp import RETRIEVERS, LongLaMPConfig, load_longlamp
+from personagraph.runs.longlamp import LongLaMPSummary
+from personagraph.runs.longlamp import run as run_longlamp
 
 
 def longlamp_command(
@@ -39,24 +37,20 @@ def longlamp_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Retrieve from each user's profile, generate personalized long-form text, score ROUGE-1/L and METEOR."""
 
-    async def body() -> None:
+    async def body() -> LongLaMPSummary:
         if retriever not in RETRIEVERS:
             raise PersonagraphError(f"--retriever {retriever!r}: choose from {', '.join(RETRIEVERS)}")
-        records = load_longlamp(data, limit)
+        load_longlamp(data, limit)  # a bad file fails before any set-up
         config = LongLaMPConfig(data=data, model=model, retriever=retriever, k=k, limit=limit, seed=seed,  # type: ignore[arg-type]
                                 max_tokens=max_tokens, embedding_model=embedding_model,
                                 failures_as_worst=failures_as_worst)
-        settings = model_settings(base_url, api_key, concurrency=concurrency)
+        settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
-            bar = progress.add_task(f"{model} · {retriever} k={k}", total=len(records))
-
-            def on_item(_: LongLaMPGeneration | None) -> None:
-                progress.advance(bar)
-
-            summary = await run_longlamp(config, run_dir, settings=settings, on_item=on_item)
+            summary = await run_longlamp(config, run_dir, settings=settings, on_progress=progress_bars(progress))
         console.print(f"[bold]LongLaMP · {model} · {retriever} k={k} · {summary.generated}/{summary.items} items[/bold]")
         console.print(render_report(summary.scores))
         cost = summary.cost
@@ -67,6 +61,7 @@ def longlamp_command(
             console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
                           "run the same command again to retry them[/yellow]")
         console.print(f"results: {run_dir}/longlamp_summary.json")
+        return summary
 
     run(body)
 

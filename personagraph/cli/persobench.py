@@ -9,8 +9,10 @@ import typer
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    ENDPOINT_OPTION,
     console,
     model_settings,
+    progress_bars,
     progress_display,
     run,
 )
@@ -25,7 +27,9 @@ from personagraph.cli.score import (
     print_models,
     render_report,
 )
-from personagraph.metrics.persobench import Generation, PersoBenchConfig, load_persobench, run_persobench
+from personagraph.metrics.persobench import PersoBenchConfig, load_persobench
+from personagraph.runs.persobench import PersoBenchSummary
+from personagraph.runs.persobench import run as run_persobench
 from personagraph.metrics.scoring import ScoreConfig
 from personagraph.terminal import plain
 
@@ -46,11 +50,12 @@ def persobench_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Generate personalized responses (vanilla or CoT) and score them: fluency, diversity, personalization."""
 
-    async def body() -> None:
-        items = load_persobench(data, limit)
+    async def body() -> PersoBenchSummary:
+        load_persobench(data, limit)  # a bad file fails before any set-up
         chosen = choose_metrics(metrics, True, True, nli_model)
         config = PersoBenchConfig(
             data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens,
@@ -60,14 +65,9 @@ def persobench_command(
         )
         if not metrics and "c_score" not in chosen:
             console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")
-        settings = model_settings(base_url, api_key, concurrency=concurrency)
+        settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
-            bar = progress.add_task(f"{model} ({config.mode})", total=len(items))
-
-            def on_item(_: Generation | None) -> None:
-                progress.advance(bar)
-
-            summary = await run_persobench(config, run_dir, settings=settings, on_item=on_item)
+            summary = await run_persobench(config, run_dir, settings=settings, on_progress=progress_bars(progress))
         console.print(plain(f"PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items",
                             style="bold"))
         console.print(render_report(summary.scores))
@@ -83,6 +83,7 @@ def persobench_command(
             console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
                           "run the same command again to retry them[/yellow]")
         console.print(f"results: {run_dir}/persobench_summary.json")
+        return summary
 
     run(body)
 

@@ -31,18 +31,14 @@ from personagraph.metrics.fluency import BertScore, RougeScores, load_bertscore,
 from personagraph.metrics.instructability import CostReport, cost_report, failure_ratio, is_failure
 from personagraph.metrics.longlamp import (
     LongLaMPConfig,
-    LongLaMPSummary,
     load_longlamp,
     retrieve,
-    run_longlamp,
 )
 from personagraph.metrics.nli import Entailment, NLIModel, load_nli
 from personagraph.metrics.persobench import (
     PersoBenchConfig,
-    PersoBenchSummary,
     load_persobench,
     persobench_messages,
-    run_persobench,
 )
 from personagraph.metrics.personalization import c_scores, persona_coverage, ue_score, ue_scores
 from personagraph.metrics.scoring import (
@@ -67,10 +63,8 @@ __all__ = [
     "Entailment",
     "LLMLabeller",
     "LongLaMPConfig",
-    "LongLaMPSummary",
     "NLIModel",
     "PersoBenchConfig",
-    "PersoBenchSummary",
     "RougeScores",
     "ScoreConfig",
     "ScoreItem",
@@ -102,8 +96,6 @@ __all__ = [
     "retrieve",
     "rouge",
     "run_behavior_alignment",
-    "run_longlamp",
-    "run_persobench",
     "score_items",
     "strategy_names",
     "ue_score",

@@ -9,29 +9,20 @@ failure: counted in the failure ratio and kept out of the means unless asked. Da
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import random
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from personagraph.version import __version__
 from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl
-from personagraph.metrics.instructability import CostReport, cost_report
-from personagraph.metrics.io import write_jsonl
-from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items
-from personagraph.models import Meter, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
-from personagraph.store import RunStore
 
 KIND = "longlamp"
 RetrieverName = Literal["bm25", "dense", "recency", "random"]
@@ -214,112 +205,3 @@ class LongLaMPConfig(BaseModel):
     @property
     def unit(self) -> str:
         return f"{self.model}|{self.retriever}|k{self.k}"
-
-
-class LongLaMPSummary(BaseModel):
-    """What a LongLaMP run produced: ROUGE-1, ROUGE-L, METEOR means, failure ratio, response time."""
-
-    model: str
-    retriever: RetrieverName
-    k: int
-    data: str
-    items: int
-    generated: int
-    unfinished: int
-    cost: CostReport
-    scores: ScoreReport
-    llm_calls: int
-    cache_hits: int
-
-
-def _keep(report: ScoreReport, keys: Sequence[str]) -> ScoreReport:
-    return report.model_copy(update={
-        "keys": list(keys), "rows": [{k: row[k] for k in keys} for row in report.rows],
-        "means": {k: report.means[k] for k in keys},
-    })
-
-
-async def run_longlamp(
-    config: LongLaMPConfig, run_dir: str | Path, *, settings: ModelSettings | None = None,
-    on_item: Callable[[LongLaMPGeneration | None], None] | None = None,
-) -> LongLaMPSummary:
-    """Retrieves, generates (or resumes) and scores a LongLaMP run.
-
-    Returns:
-        The summary, also in ``longlamp_summary.json``; per-item rows in ``longlamp_<unit>.jsonl``.
-
-    Raises:
-        PersonagraphError: bad data, an unknown model spec, WordNet missing.
-    """
-    from personagraph.metrics.fluency import ensure_wordnet
-
-    records = load_longlamp(config.data, config.limit)
-    parse_spec(config.model)
-    ensure_wordnet()
-    store = RunStore(run_dir)
-    try:
-        kind = store.get_meta("kind")
-        if kind not in (None, KIND):
-            raise PersonagraphError(f"{run_dir}: holds a {kind!r} run, not a longlamp one; use another --run-dir")
-        store.set_meta("kind", KIND)
-        store.set_meta(f"config:{config.unit}", config.model_dump(mode="json"))
-        store.set_meta("versions", {"personagraph": __version__})
-        store.set_meta("prompt", load_prompt("longlamp_generation").version)
-        meter = Meter()
-        client = ModelClient.create(config.model, KIND, store=store, meter=meter, settings=settings,
-                                    temperature=config.temperature, max_tokens=config.max_tokens)
-        done = {r["id"] for r in store.records(f"{KIND}.generation", unit=config.unit)}
-        todo = [r for r in records if r.id not in done]
-        retrieved = await asyncio.to_thread(lambda: [
-            retrieve(config.retriever, r.input, r.profile, config.k, seed=config.seed, key=r.id,
-                     embedding_model=config.embedding_model) for r in todo])
-        unfinished = 0
-
-        async def one(record: LongLaMPRecord, indices: list[int]) -> None:
-            nonlocal unfinished
-            started = time.perf_counter()
-            result = await client.complete(longlamp_messages(record, indices))
-            elapsed = time.perf_counter() - started
-            if not result.ok:
-                unfinished += 1
-                if on_item:
-                    on_item(None)
-                return
-            generation = LongLaMPGeneration(id=record.id, retrieved=indices, text=result.text.strip(),
-                                            response_time_s=0.0 if result.cached else elapsed, cached=result.cached)
-            store.put(f"{KIND}.generation", f"{config.unit}|{record.id}", generation, unit=config.unit)
-            if on_item:
-                on_item(generation)
-
-        await asyncio.gather(*(one(r, ix) for r, ix in zip(todo, retrieved, strict=True)))
-        stored = {r["id"]: LongLaMPGeneration.model_validate(r)
-                  for r in store.records(f"{KIND}.generation", unit=config.unit)}
-        generations = [stored[r.id] for r in records if r.id in stored]
-        by_id = {r.id: r for r in records}
-        items = [ScoreItem(response=g.text, reference=by_id[g.id].output, where=f"{config.data} record {g.id}")
-                 for g in generations]
-        report = _keep(await ascore_items(items, ScoreConfig(metrics=["rouge", "meteor"],
-                                                             failures_as_worst=config.failures_as_worst)),
-                       KEPT_METRICS)
-        summary = LongLaMPSummary(
-            model=config.model, retriever=config.retriever, k=config.k, data=str(config.data), items=len(records),
-            generated=len(generations), unfinished=unfinished,
-            cost=cost_report([g.text for g in generations], [g.response_time_s for g in generations if not g.cached]),
-            scores=report, llm_calls=meter.total_calls, cache_hits=meter.total_cache_hits,
-        )
-        rows = [{"id": g.id, "retrieved": g.retrieved, "generation": g.text, "target": by_id[g.id].output,
-                 "failed": failed, "response_time_s": g.response_time_s, **numbers}
-                for g, numbers, failed in zip(generations, report.rows, report.failed, strict=True)]
-        slug = config.unit.replace(":", "-").replace("/", "-").replace("|", "_")
-        write_jsonl(store.run_dir / f"longlamp_{slug}.jsonl", rows)
-        store.set_meta(f"summary:{config.unit}", summary.model_dump(mode="json", exclude={"scores": {"rows"}}))
-        units = store.get_meta("longlamp_units", [])
-        if config.unit not in units:
-            store.set_meta("longlamp_units", [*units, config.unit])
-            units = [*units, config.unit]
-        (store.run_dir / "longlamp_summary.json").write_text(
-            json.dumps({u: store.get_meta(f"summary:{u}") for u in units}, indent=2), encoding="utf-8")
-        return summary
-    finally:
-        store.close()
-

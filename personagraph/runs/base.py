@@ -282,6 +282,19 @@ class Run:
             self.write_json(self.summary_file, summary.model_dump(mode="json"))
         return summary
 
+    def finish_unit(self, unit: str, summary: S, *, exclude: Any = None) -> S:
+        """:meth:`finish` for kinds whose run directory holds several units (model × mode, …): records this
+        unit's summary (meta ``summary:<unit>``, without ``exclude``) and writes :attr:`summary_file` with
+        every unit's, by unit."""
+        self.finish(summary, write=False)
+        self.store.set_meta(f"summary:{unit}", summary.model_dump(mode="json", exclude=exclude))
+        units = self.store.get_meta(f"{self.kind}_units", [])
+        if unit not in units:
+            units = [*units, unit]
+            self.store.set_meta(f"{self.kind}_units", units)
+        self.write_json(self.summary_file, {name: self.store.get_meta(f"summary:{name}") for name in units})
+        return summary
+
     def write_json(self, name: str, data: Any) -> Path:
         """Writes ``data`` as indented UTF-8 JSON to ``name`` in the run directory."""
         path = self.run_dir / name

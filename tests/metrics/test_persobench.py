@@ -13,10 +13,10 @@ from personagraph.metrics.persobench import (
     PersoBenchConfig,
     load_persobench,
     persobench_messages,
-    run_persobench,
 )
 from personagraph.metrics.scoring import ScoreConfig
 from personagraph.models.testing import register_script
+from personagraph.runs.persobench import run as run_persobench
 from personagraph.store import RunStore
 
 CSV = """personas,context,act_response
@@ -137,5 +137,5 @@ async def test_run_dir_of_another_kind_is_refused(tmp_path: Path) -> None:
     store.set_meta("kind", "eval")
     store.close()
     config = PersoBenchConfig(data=write_csv(tmp_path), model="test:default", score=FAST)
-    with pytest.raises(PersonagraphError, match="holds a 'eval' run"):
+    with pytest.raises(PersonagraphError, match="holds a run of kind 'eval', not persobench"):
         await run_persobench(config, tmp_path / "run")

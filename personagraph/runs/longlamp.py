@@ -1,0 +1,184 @@
+"""The ``longlamp`` run: retrieve profile items, generate (resumably) and score LongLaMP records
+(``metrics/longlamp.py`` loads the data, retrieves and builds the prompt).
+
+One run directory holds several units (model × retriever × k): ``longlamp_summary.json`` has every
+unit's summary, ``longlamp_<unit>.jsonl`` each unit's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from personagraph.metrics.fluency import ensure_wordnet
+from personagraph.metrics.instructability import CostReport, cost_report
+from personagraph.metrics.io import write_jsonl
+from personagraph.metrics.longlamp import (
+    KEPT_METRICS,
+    KIND,
+    LongLaMPConfig,
+    LongLaMPGeneration,
+    LongLaMPRecord,
+    RetrieverName,
+    load_longlamp,
+    longlamp_messages,
+    retrieve,
+)
+from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items
+from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.prompts import load_prompt
+from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+
+SUMMARY_FILE = "longlamp_summary.json"
+
+
+class LongLaMPSummary(Summary):
+    """What a LongLaMP run produced: ROUGE-1, ROUGE-L, METEOR means, failure ratio, response time."""
+
+    model: str
+    retriever: RetrieverName
+    k: int
+    data: str
+    items: int
+    generated: int
+    unfinished: int
+    cost: CostReport
+    scores: ScoreReport
+
+
+def _keep(report: ScoreReport, keys: Sequence[str]) -> ScoreReport:
+    return report.model_copy(
+        update={
+            "keys": list(keys),
+            "rows": [{k: row[k] for k in keys} for row in report.rows],
+            "means": {k: report.means[k] for k in keys},
+        }
+    )
+
+
+async def run(
+    config: LongLaMPConfig,
+    run_dir: str | Path,
+    *,
+    settings: ModelSettings | None = None,
+    on_progress: ProgressHandler | None = None,
+) -> LongLaMPSummary:
+    """Retrieves, generates (or resumes) and scores a LongLaMP run.
+
+    Returns:
+        The summary, also in ``longlamp_summary.json``; per-item rows in ``longlamp_<unit>.jsonl``.
+
+    Raises:
+        PersonagraphError: bad data, an unknown model spec, WordNet missing.
+    """
+    records = load_longlamp(config.data, config.limit)
+    parse_spec(config.model)
+    ensure_wordnet()
+    with Run(
+        KIND,
+        run_dir,
+        config,
+        config_key=f"config:{config.unit}",
+        on_progress=on_progress,
+        summary_file=SUMMARY_FILE,
+    ) as the_run:
+        the_run.record(prompt=load_prompt("longlamp_generation").version)
+        store, meter = the_run.store, the_run.meter
+        stage = config.unit
+        client = ModelClient.create(
+            config.model,
+            KIND,
+            store=store,
+            meter=meter,
+            settings=settings,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+        )
+        done = {r["id"] for r in store.records(f"{KIND}.generation", unit=config.unit)}
+        todo = [r for r in records if r.id not in done]
+        the_run.expect(stage, len(todo))
+        retrieved = await asyncio.to_thread(
+            lambda: [
+                retrieve(
+                    config.retriever,
+                    r.input,
+                    r.profile,
+                    config.k,
+                    seed=config.seed,
+                    key=r.id,
+                    embedding_model=config.embedding_model,
+                )
+                for r in todo
+            ]
+        )
+        unfinished = 0
+
+        async def one(record: LongLaMPRecord, indices: list[int]) -> None:
+            nonlocal unfinished
+            started = time.perf_counter()
+            result = await client.complete(longlamp_messages(record, indices))
+            elapsed = time.perf_counter() - started
+            if not result.ok:
+                unfinished += 1
+                the_run.advance(stage)
+                return
+            generation = LongLaMPGeneration(
+                id=record.id,
+                retrieved=indices,
+                text=result.text.strip(),
+                response_time_s=0.0 if result.cached else elapsed,
+                cached=result.cached,
+            )
+            store.put(f"{KIND}.generation", f"{config.unit}|{record.id}", generation, unit=config.unit)
+            the_run.advance(stage)
+
+        await asyncio.gather(*(one(r, ix) for r, ix in zip(todo, retrieved, strict=True)))
+        stored = {
+            r["id"]: LongLaMPGeneration.model_validate(r)
+            for r in store.records(f"{KIND}.generation", unit=config.unit)
+        }
+        generations = [stored[r.id] for r in records if r.id in stored]
+        by_id = {r.id: r for r in records}
+        items = [
+            ScoreItem(response=g.text, reference=by_id[g.id].output, where=f"{config.data} record {g.id}")
+            for g in generations
+        ]
+        report = _keep(
+            await ascore_items(
+                items, ScoreConfig(metrics=["rouge", "meteor"], failures_as_worst=config.failures_as_worst)
+            ),
+            KEPT_METRICS,
+        )
+        summary = LongLaMPSummary(
+            model=config.model,
+            retriever=config.retriever,
+            k=config.k,
+            data=str(config.data),
+            items=len(records),
+            generated=len(generations),
+            unfinished=unfinished,
+            cost=cost_report(
+                [g.text for g in generations], [g.response_time_s for g in generations if not g.cached]
+            ),
+            scores=report,
+        )
+        rows = [
+            {
+                "id": g.id,
+                "retrieved": g.retrieved,
+                "generation": g.text,
+                "target": by_id[g.id].output,
+                "failed": failed,
+                "response_time_s": g.response_time_s,
+                **numbers,
+            }
+            for g, numbers, failed in zip(generations, report.rows, report.failed, strict=True)
+        ]
+        slug = config.unit.replace(":", "-").replace("/", "-").replace("|", "_")
+        write_jsonl(store.run_dir / f"longlamp_{slug}.jsonl", rows)
+        return the_run.finish_unit(config.unit, summary, exclude={"scores": {"rows"}})
+
+
+run_sync = synchronous(run)
