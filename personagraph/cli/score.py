@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import console, run
+from personagraph.cli._common import console, progress_bars, progress_display, run
 from personagraph.embeddings import PACKAGED_MINILM
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl
@@ -25,6 +25,7 @@ from personagraph.metrics.scoring import (
     parse_metrics,
     score_items,
 )
+from personagraph.runs.base import ProgressHandler
 
 METRICS_HELP = (
     f"Comma-separated: {', '.join(METRICS)} (or all). Default: every metric the records have fields for; "
@@ -91,7 +92,7 @@ def print_models(report: ScoreReport) -> None:
 
 def score_file(
     input_path: Path, output_path: Path, config: ScoreConfig,
-    records: list[tuple[int, dict[str, Any]]] | None = None,
+    records: list[tuple[int, dict[str, Any]]] | None = None, on_progress: ProgressHandler | None = None,
 ) -> ScoreReport:
     """Scores a JSONL of ``{response, reference?, persona?, context?}`` and writes one line per record.
 
@@ -100,10 +101,11 @@ def score_file(
         output_path: where the input records, each with its numbers added, are written in order.
         config: metrics and models.
         records: the file's records if already read.
+        on_progress: hears each metric as it finishes.
     """
     records = records if records is not None else read_jsonl(input_path, objects=True, allow_empty=False)
     items = [ScoreItem.from_record(record, f"{input_path} line {number}") for number, record in records]
-    report = score_items(items, config)
+    report = score_items(items, config, on_progress)
     out: list[dict[str, Any]] = [{**record, **numbers} for (_, record), numbers in zip(records, report.rows,
                                                                                         strict=True)]
     write_jsonl(output_path, out)
@@ -137,7 +139,8 @@ def score_command(
             bertscore_layers=bertscore_layers, embedding_model=embedding_model,
             failures_as_worst=failures_as_worst, rouge_stemmer=rouge_stemmer,
         )
-        report = score_file(input, output, config, records)
+        with progress_display(transient=True) as progress:
+            report = score_file(input, output, config, records, progress_bars(progress))
         console.print(f"[bold]{input.name}: {report.n} responses[/bold]")
         console.print(render_report(report))
         print_models(report)

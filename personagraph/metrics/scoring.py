@@ -22,6 +22,7 @@ from personagraph.metrics.instructability import is_failure
 from personagraph.metrics.nli import load_nli
 from personagraph.metrics.personalization import c_scores, persona_coverage, ue_scores
 from personagraph.metrics.text import persona_sentences
+from personagraph.runs.base import ProgressEvent, ProgressHandler
 
 METRICS: dict[str, tuple[str, ...]] = {
     "rouge": ("rouge1", "rouge2", "rougeL"),
@@ -211,12 +212,15 @@ def prepare(config: ScoreConfig) -> dict[str, str]:
     return models
 
 
-def score_items(items: Sequence[ScoreItem], config: ScoreConfig) -> ScoreReport:
+def score_items(
+    items: Sequence[ScoreItem], config: ScoreConfig, on_progress: ProgressHandler | None = None
+) -> ScoreReport:
     """Scores responses with the configured metrics (CPU-bound; see :func:`ascore_items`).
 
     Args:
         items: the responses with their references and personas.
         config: metrics and models.
+        on_progress: hears ``metrics``: one step per metric computed over every response.
 
     Returns:
         The per-item numbers, means, corpus-level numbers and failure ratio.
@@ -235,30 +239,35 @@ def score_items(items: Sequence[ScoreItem], config: ScoreConfig) -> ScoreReport:
     references = [str(items[i].reference or "") for i in ok]
     personas = [items[i].persona for i in ok]
 
-    def put(key: str, values: Sequence[float]) -> None:
-        for i, value in zip(ok, values, strict=True):
-            rows[i][key] = float(value)
+    def compute(metric: str) -> dict[str, Sequence[float]]:
+        """The metric's numbers for every usable response, by key."""
+        if metric == "rouge":
+            scores = [rouge(r, ref, use_stemmer=config.rouge_stemmer)
+                      for r, ref in zip(responses, references, strict=True)]
+            return {key: [getattr(s, key) for s in scores] for key in METRICS["rouge"]}
+        if metric == "meteor":
+            return {"meteor": [meteor(r, ref) for r, ref in zip(responses, references, strict=True)]}
+        if metric == "bertscore":
+            bertscore = load_bertscore(config.bertscore_model, config.bertscore_layers)
+            bert = bertscore.score(responses, references)
+            return {"bertscore_p": [b.p for b in bert], "bertscore_r": [b.r for b in bert],
+                    "bertscore_f1": [b.f1 for b in bert]}
+        if metric == "dist":
+            return {"dist1": [distinct_n(r, 1) for r in responses],
+                    "dist2": [distinct_n(r, 2) for r in responses]}
+        if metric == "c_score":
+            return {"c_score": c_scores(load_nli(config.nli_model), responses, personas)}
+        if metric == "ue_score":
+            return {"ue_score": ue_scores(load_nli(config.nli_model), responses, personas, references)}
+        return {"persona_coverage": persona_coverage(responses, personas, model=config.embedding_model)}
 
-    if "rouge" in metrics:
-        scores = [rouge(r, ref, use_stemmer=config.rouge_stemmer) for r, ref in zip(responses, references)]
-        for key in METRICS["rouge"]:
-            put(key, [getattr(s, key) for s in scores])
-    if "meteor" in metrics:
-        put("meteor", [meteor(r, ref) for r, ref in zip(responses, references)])
-    if "bertscore" in metrics:
-        bert = load_bertscore(config.bertscore_model, config.bertscore_layers).score(responses, references)
-        put("bertscore_p", [b.p for b in bert])
-        put("bertscore_r", [b.r for b in bert])
-        put("bertscore_f1", [b.f1 for b in bert])
-    if "dist" in metrics:
-        put("dist1", [distinct_n(r, 1) for r in responses])
-        put("dist2", [distinct_n(r, 2) for r in responses])
-    if "c_score" in metrics:
-        put("c_score", c_scores(load_nli(config.nli_model), responses, personas))
-    if "ue_score" in metrics:
-        put("ue_score", ue_scores(load_nli(config.nli_model), responses, personas, references))
-    if "coverage" in metrics:
-        put("persona_coverage", persona_coverage(responses, personas, model=config.embedding_model))
+    emit = on_progress or (lambda event: None)
+    emit(ProgressEvent("metrics", 0, len(metrics)))
+    for done, metric in enumerate(metrics, 1):
+        for key, values in compute(metric).items():
+            for i, value in zip(ok, values, strict=True):
+                rows[i][key] = float(value)
+        emit(ProgressEvent("metrics", done, len(metrics)))
 
     counted = range(len(items)) if config.failures_as_worst else ok
     means = {
