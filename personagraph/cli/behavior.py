@@ -7,9 +7,18 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    ENDPOINT_OPTION,
+    console,
+    model_settings,
+    run,
+)
 from personagraph.cli.score import EMBEDDING_OPTION
-from personagraph.metrics.behavior import BehaviorConfig, Estimate, run_behavior_alignment
+from personagraph.metrics.behavior import BehaviorConfig, Estimate
+from personagraph.runs.behavior import BehaviorSummary
+from personagraph.runs.behavior import run as run_behavior_alignment
 
 
 def _estimate(e: Estimate | None) -> tuple[str, str, str]:
@@ -39,17 +48,18 @@ def behavior_command(
     embedding_model: str | None = EMBEDDING_OPTION,
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Label recommendation strategies; report κ against human labels and the system's behavior alignment."""
 
-    async def body() -> None:
+    async def body() -> BehaviorSummary:
         config = BehaviorConfig(
             dialogues=dialogues, labeller=labeller, classifier=classifier, fit_classifier=fit_classifier,
             responses=responses, system=system, system_speaker=system_speaker, limit=limit, seed=seed,
             embedding_model=embedding_model,
         )
         with console.status("labelling…"):
-            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key))
+            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint))
         console.print(f"[bold]Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}[/bold]")
         table = Table()
         for column in ("", "value", "95% CI", "n"):
@@ -69,6 +79,7 @@ def behavior_command(
         if classifier and fit_classifier:
             console.print(f"classifier saved: {classifier}")
         console.print(f"results: {run_dir}/behavior_summary.json")
+        return summary
 
     run(body)
 

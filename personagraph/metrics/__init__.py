@@ -15,7 +15,6 @@ One module per family:
 from personagraph.embeddings import PACKAGED_MINILM, embed
 from personagraph.metrics.behavior import (
     BehaviorConfig,
-    BehaviorSummary,
     LLMLabeller,
     StrategyClassifier,
     ba,
@@ -23,7 +22,6 @@ from personagraph.metrics.behavior import (
     cohen_kappa,
     load_inspired,
     load_strategies,
-    run_behavior_alignment,
     strategy_names,
 )
 from personagraph.metrics.diversity import Diversity, corpus_distinct_n, distinct_n, diversity
@@ -56,7 +54,6 @@ __all__ = [
     "METRICS",
     "PACKAGED_MINILM",
     "BehaviorConfig",
-    "BehaviorSummary",
     "BertScore",
     "CostReport",
     "Diversity",
@@ -95,7 +92,6 @@ __all__ = [
     "persona_sentences",
     "retrieve",
     "rouge",
-    "run_behavior_alignment",
     "score_items",
     "strategy_names",
     "ue_score",

@@ -19,10 +19,10 @@ from personagraph.metrics.behavior import (
     label_schema,
     load_inspired,
     load_responses,
-    run_behavior_alignment,
     strategy_names,
 )
 from personagraph.models import ModelClient
+from personagraph.runs.behavior import run as run_behavior_alignment
 
 HEADER = "dialog_id\tutt_id\tspeaker\tturn_id\ttext\texpert_label\tsecond_label\n"
 ROWS = [

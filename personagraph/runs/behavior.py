@@ -1,0 +1,235 @@
+"""The ``behavior-alignment`` run: a labeller (LLM or classifier) on the human recommender utterances
+(Cohen's κ against the human labels), then on the system's responses (behavior alignment with the human
+turns). ``metrics/behavior.py`` loads INSPIRED dialogues and holds the labellers and statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field
+
+from personagraph.errors import PersonagraphError
+from personagraph.metrics.behavior import (
+    KIND,
+    STRATEGIES_FILE,
+    BehaviorConfig,
+    Dialogue,
+    Estimate,
+    LLMLabeller,
+    StrategyClassifier,
+    Turn,
+    ba,
+    behavior_alignment,
+    cohen_kappa,
+    load_inspired,
+    load_responses,
+)
+from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.prompts import load_prompt
+from personagraph.resources import data_hash
+from personagraph.runs.base import Run, Summary, synchronous
+
+SUMMARY_FILE = "behavior_summary.json"
+
+
+class BehaviorSummary(Summary):
+    """What a behavior-alignment run measured.
+
+    Attributes:
+        labeller: which labeller labelled (``llm:<spec>`` or ``classifier:<embeddings>``).
+        dialogues: dialogues read.
+        kappa: Cohen's κ (bootstrap CI) between the labeller and the human labels of the human recommender
+            utterances.
+        labelled_utterances: human utterances with a human label (κ's sample).
+        labeller_failures: utterances the labeller gave no valid label (left out of κ).
+        system: where the system responses came from (None: only the labeller was evaluated).
+        ba: the system's behavior alignment (first recommender turn of each dialogue excluded).
+        responses: system responses evaluated. failed_responses: empty responses or failed calls (left out
+            of BA, reported here). unlabelled_turns: human turns without a label (left out of BA).
+            system_labeller_failures: system responses the labeller gave no valid label (left out of BA).
+        label_counts: strategy counts of the human labels, the labeller on human utterances, and the system.
+    """
+
+    labeller: str
+    dialogues: int
+    kappa: Estimate
+    labelled_utterances: int
+    labeller_failures: int
+    system: str | None = None
+    ba: Estimate | None = None
+    responses: int = 0
+    failed_responses: int = 0
+    unlabelled_turns: int = 0
+    system_labeller_failures: int = 0
+    label_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+def _counts(labels: Sequence[str | None]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for label in labels:
+        if label is not None:
+            counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+async def run(
+    config: BehaviorConfig,
+    run_dir: str | Path,
+    *,
+    settings: ModelSettings | None = None,
+) -> BehaviorSummary:
+    """Labels the human and system responses and measures κ and behavior alignment.
+
+    Args:
+        config: the run.
+        run_dir: the run directory (LLM calls are cached there, so a rerun resumes).
+        settings: model endpoint settings for LLM labeller/system specs.
+
+    Raises:
+        PersonagraphError: bad data or labels, neither or both labellers, a classifier file that is not one.
+    """
+    if (config.labeller is None) == (config.classifier is None):
+        raise PersonagraphError("give exactly one of --labeller SPEC or --classifier PATH")
+    if config.fit_classifier and config.classifier is None:
+        raise PersonagraphError("--fit-classifier needs --classifier PATH to save the fitted classifier to")
+    if config.responses and config.system:
+        raise PersonagraphError("give at most one of --responses FILE or --system SPEC")
+    for spec in (config.labeller, config.system):
+        if spec:
+            parse_spec(spec)
+    dialogues = load_inspired(config.dialogues, system_speaker=config.system_speaker, limit=config.limit)
+    responses = load_responses(config.responses, dialogues) if config.responses else None
+
+    classifier: StrategyClassifier | None = None
+    if config.fit_classifier:
+        train = load_inspired(config.fit_classifier, system_speaker=config.system_speaker)
+        pairs = [
+            (text, labels[0])
+            for d in train
+            for t in d.turns
+            if t.is_system
+            for text, labels in zip(t.texts, t.labels, strict=True)
+            if labels
+        ]
+        classifier = await asyncio.to_thread(
+            StrategyClassifier.fit,
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            embedding_model=config.embedding_model,
+            seed=config.seed,
+        )
+        classifier.save(config.classifier)  # type: ignore[arg-type]
+    elif config.classifier:
+        classifier = StrategyClassifier.load(config.classifier)
+
+    with Run(KIND, run_dir, config, summary_file=SUMMARY_FILE) as the_run:
+        the_run.record(strategies=data_hash(STRATEGIES_FILE))
+        store, meter = the_run.store, the_run.meter
+        llm = None
+        if config.labeller:
+            llm = LLMLabeller(
+                ModelClient.create(
+                    config.labeller,
+                    "strategy_labeller",
+                    store=store,
+                    meter=meter,
+                    settings=settings,
+                    temperature=0.0,
+                    max_tokens=64,
+                )
+            )
+        labeller_name = llm.name if llm else classifier.name  # type: ignore[union-attr]
+
+        async def label_all(requests: list[tuple[str, str]]) -> list[str | None]:
+            if classifier is not None:
+                return await asyncio.to_thread(classifier.predict, [text for _, text in requests])
+            assert llm is not None
+            return list(await asyncio.gather(*(llm.label(context, text) for context, text in requests)))
+
+        # 1. the labeller on the human recommender utterances, against the human labels → κ
+        human_requests, human_labels = [], []
+        for dialogue in dialogues:
+            for turn in dialogue.turns:
+                if not turn.is_system:
+                    continue
+                for text, labels in zip(turn.texts, turn.labels, strict=True):
+                    if labels:
+                        human_requests.append((dialogue.context(turn.index), text))
+                        human_labels.append(labels[0])
+        predicted = await label_all(human_requests)
+        paired = [(p, h) for p, h in zip(predicted, human_labels, strict=True) if p is not None]
+        kappa = cohen_kappa(
+            [p for p, _ in paired], [h for _, h in paired], n_resamples=config.n_resamples, seed=config.seed
+        )
+        summary = BehaviorSummary(
+            labeller=labeller_name,
+            dialogues=len(dialogues),
+            kappa=kappa,
+            labelled_utterances=len(human_labels),
+            labeller_failures=len(human_labels) - len(paired),
+            label_counts={"human": _counts(human_labels), "labeller": _counts(predicted)},
+        )
+
+        # 2. the system's responses (given or generated), labelled, against the human turns → BA
+        targets = [(d, t) for d in dialogues for t in d.turns if t.is_system and t.system_index >= 2]
+        if responses is not None or config.system:
+            texts: dict[tuple[str, int], str | None]
+            if responses is not None:
+                texts = {t.key: responses[t.key] for _, t in targets if t.key in responses}
+                summary.system = f"responses: {config.responses}"
+            else:
+                client = ModelClient.create(
+                    config.system,
+                    "crs",
+                    store=store,
+                    meter=meter,  # type: ignore[arg-type]
+                    settings=settings,
+                    max_tokens=config.max_tokens,
+                )
+
+                async def respond(d: Dialogue, t: Turn) -> str | None:
+                    result = await client.complete(
+                        load_prompt("strategy_crs").messages(context=d.context(t.index))
+                    )
+                    return result.text.strip() if result.ok else None
+
+                generated = await asyncio.gather(*(respond(d, t) for d, t in targets))
+                texts = {t.key: text for (_, t), text in zip(targets, generated, strict=True)}
+                summary.system = config.system
+            evaluated = [(d, t) for d, t in targets if t.key in texts]
+            usable = [(d, t) for d, t in evaluated if (texts[t.key] or "").strip()]
+            labelled = [(d, t) for d, t in usable if t.label_set]
+            system_labels = await label_all([(d.context(t.index), texts[t.key] or "") for d, t in labelled])
+            pairs_ba = [
+                ({label}, t.label_set)
+                for (_, t), label in zip(labelled, system_labels, strict=True)
+                if label is not None
+            ]
+            summary.ba = behavior_alignment(pairs_ba, n_resamples=config.n_resamples, seed=config.seed)
+            summary.responses = len(evaluated)
+            summary.failed_responses = len(evaluated) - len(usable)
+            summary.unlabelled_turns = len(usable) - len(labelled)
+            summary.system_labeller_failures = len(labelled) - len(pairs_ba)
+            summary.label_counts["system"] = _counts(system_labels)
+            for (_, t), label in zip(labelled, system_labels, strict=True):
+                store.put(
+                    f"{KIND}.system",
+                    f"{t.dialog_id}|{t.system_index}",
+                    {
+                        "dialog_id": t.dialog_id,
+                        "turn": t.system_index,
+                        "response": texts[t.key],
+                        "label": label,
+                        "human": sorted(t.label_set),
+                        "ba": None if label is None else ba({label}, t.label_set),
+                    },
+                )
+        the_run.finish(summary)
+        the_run.record(summary=summary.model_dump(mode="json"))
+        return summary
+
+
+run_sync = synchronous(run)
