@@ -11,6 +11,7 @@ from rich.text import Text
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    JUDGE_PROTOCOL_OPTION,
     ENDPOINT_OPTION,
     console,
     model_settings,
@@ -65,11 +66,7 @@ def judge_check_command(
     variant: list[str] = typer.Option(
         [], "--variant", help=f"Variant kinds (repeatable; default all: {', '.join(VARIANT_KINDS)})."
     ),
-    judge_protocol: str | None = typer.Option(
-        None,
-        "--judge-protocol",
-        help="How judges are asked (judges/protocols.py; default: each judge's default).",
-    ),
+    judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     rubric: list[Path] = typer.Option(
         [], "--rubric", help="A rubric file an items file's criterion may name (repeatable)."
     ),
