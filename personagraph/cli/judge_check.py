@@ -11,8 +11,8 @@ from rich.text import Text
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
-    JUDGE_PROTOCOL_OPTION,
     ENDPOINT_OPTION,
+    JUDGE_PROTOCOL_OPTION,
     console,
     model_settings,
     progress_bars,
