@@ -16,16 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from personagraph.models import ModelSettings
+from personagraph.models import Endpoint, ModelSettings
 from personagraph.runs import eval as eval_run
 from personagraph.runs.base import ProgressHandler, make_config, synchronous
 from personagraph.runs.plugins import split_models
 from personagraph.schemas import Persona
 
 
-def settings_for(base_url: str | None, api_key: str | None) -> ModelSettings:
+def settings_for(base_url: str | None, api_key: str | None,
+                 endpoints: Sequence[str | Endpoint] = ()) -> ModelSettings:
     """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``)."""
-    return make_config(ModelSettings, base_url=base_url, api_key=api_key)
+    return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints))
 
 
 async def aevaluate(
@@ -36,6 +37,7 @@ async def aevaluate(
     run_dir: str | Path = "runs/eval",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
     executor: str = "local",
     ray_address: str | None = None,
     on_progress: ProgressHandler | None = None,
@@ -51,6 +53,8 @@ async def aevaluate(
         judges: judge model specs (default: the embedded 1.5B).
         run_dir: where results go; the same directory resumes the run.
         base_url, api_key: the OpenAI-compatible endpoint for ``openai:`` specs.
+        endpoints: named endpoints for ``openai@NAME:model`` specs, as :class:`~personagraph.models.Endpoint`
+            objects or ``NAME=URL[,key-env=VAR][,concurrency=N]`` strings (the CLI's ``--endpoint``).
         executor, ray_address: where persona units run (``local`` or ``ray``).
         on_progress: receives a :class:`~personagraph.runs.base.ProgressEvent` per finished item.
         **options: any other :class:`~personagraph.runs.eval.EvalConfig` field (``quick``,
@@ -66,7 +70,7 @@ async def aevaluate(
     return await eval_run.run(
         config,
         run_dir,
-        settings=settings_for(base_url, api_key),
+        settings=settings_for(base_url, api_key, endpoints),
         agents=agents,
         on_progress=on_progress,
         executor=executor,

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import atexit
 import json
+import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,15 @@ from personagraph.store import RunStore
 _lock = threading.Lock()
 _live: dict[str, Any] = {}  # settings (as JSON) → the live context they built
 _stores: list[RunStore] = []
+_temporary: list[str] = []
 
 
 def _store(run_dir: str) -> RunStore:
-    """The run store in ``run_dir`` (a new temporary directory when empty), closed at exit."""
-    store = RunStore(run_dir or tempfile.mkdtemp(prefix="personagraph-studio-"))
+    """The run store in ``run_dir`` (a new temporary directory when empty, removed at exit)."""
+    if not run_dir:
+        run_dir = tempfile.mkdtemp(prefix="personagraph-studio-")
+        _temporary.append(run_dir)
+    store = RunStore(run_dir)
     _stores.append(store)
     return store
 
@@ -53,9 +59,11 @@ def _store(run_dir: str) -> RunStore:
 def _close_stores() -> None:
     for store in _stores:
         store.close()
+    for folder in _temporary:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-def _once(settings: Any, build: Any) -> Any:
+def _once(settings: Any, build: Callable[[], Any]) -> Any:
     """``build()`` for the first run with these settings; the same object for every later call."""
     key = f"{type(settings).__name__}:{json.dumps(asdict(settings), sort_keys=True)}"
     with _lock:

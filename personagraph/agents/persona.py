@@ -14,7 +14,7 @@ class PersonaAgent:
 
     def __init__(self, client: ModelClient, system_prompt: str | None = None) -> None:
         self.client = client
-        self.name = str(client.spec)
+        self.name = client.name
         self.system_prompt = system_prompt or load_prompt("persona").system
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:

@@ -92,6 +92,12 @@ BASE_URL_OPTION = typer.Option(None, "--base-url", help="OpenAI-compatible endpo
                                "(default $OPENAI_BASE_URL).")
 API_KEY_OPTION = typer.Option(None, "--api-key", help="API key for openai: specs (default $OPENAI_API_KEY). "
                               "Never written to the run directory.")
+ENDPOINT_OPTION = typer.Option(
+    [], "--endpoint", metavar="NAME=URL[,key-env=VAR][,concurrency=N]",
+    help="A named OpenAI-compatible endpoint for openai@NAME:MODEL specs (repeatable: e.g. agent on vLLM, judges "
+    "on another server). key-env names the variable holding its key (none: no key is sent); concurrency caps "
+    "its requests in flight (default --concurrency or 8). Keys are never written to the run directory.",
+)
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",
     help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {LOCAL_PROTOCOL} for "
@@ -122,11 +128,12 @@ def _metavar(annotation: Any) -> str | None:
     return {int: "INTEGER", float: "FLOAT", Path: "PATH"}.get(annotation, "TEXT")
 
 
-def model_settings(base_url: str | None, api_key: str | None, **fields: Any) -> ModelSettings:
-    """Settings shared by a command's roles, from the common flags."""
-    key = api_key or os.environ.get("OPENAI_API_KEY")
+def model_settings(base_url: str | None, api_key: str | None, endpoints: list[str] | None = None,
+                   **fields: Any) -> ModelSettings:
+    """Settings shared by a command's roles, from the common flags (``--endpoint`` values as given)."""
+    key = api_key or os.environ.get("OPENAI_API_KEY")  # read here so that the key travels to Ray workers
     try:
-        return ModelSettings(base_url=base_url, api_key=key, **fields)
+        return ModelSettings(base_url=base_url, api_key=key, endpoints=endpoints or [], **fields)
     except ValueError as exc:
         raise PersonagraphError(f"bad model setting: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from personagraph.agents import PersonaAgent
-from personagraph.cli._common import API_KEY_OPTION, BASE_URL_OPTION, console, model_settings, run
+from personagraph.cli._common import (
+    API_KEY_OPTION,
+    BASE_URL_OPTION,
+    ENDPOINT_OPTION,
+    console,
+    model_settings,
+    run,
+)
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelClient
 from personagraph.schemas import Persona
@@ -20,13 +27,14 @@ def ask(
     max_tokens: int = typer.Option(256, help="Longest answer, in tokens."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
 ) -> None:
     """Ask a persona agent one question and print its answer."""
 
     async def body() -> None:
         if not persona.strip():
             raise PersonagraphError("--persona: empty")
-        settings = model_settings(base_url, api_key, temperature=temperature, max_tokens=max_tokens)
+        settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
         with console.status(plain(f"{model} is answering…")):
             reply = await agent.respond(Persona(description=persona).description,

@@ -12,6 +12,8 @@ import typer
 from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
+    ENDPOINT_OPTION,
+    JUDGE_PROTOCOL_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -57,8 +59,12 @@ def eval_command(
                                     "them the rubric's lowest score (counted), 'exclude' leaves them out."),
     judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
                                     "(persona swap, AI disclosure, …; see judge-check); 0: off."),
+    judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
+    score_kind: str = typer.Option("expected", "--score-kind", help="Scores from 'expected' (probability-"
+                                   "weighted, where every verdict has logprobs) or 'integer' verdict scores."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
+    endpoint: list[str] = ENDPOINT_OPTION,
     executor: str = typer.Option("local", "--executor", help="Where persona units run: local (asyncio, "
                                  "this process) or ray (Ray tasks; needs personagraph[ray])."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join with --executor ray "
@@ -87,9 +93,10 @@ def eval_command(
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,
-                             non_answers=non_answers, judge_check=judge_check)
+                             non_answers=non_answers, judge_check=judge_check, judge_protocol=judge_protocol,
+                             score_kind=score_kind)
         with progress_display() as progress:
-            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key),
+            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
         console.print(render_summary(summary.model_dump()))

@@ -28,9 +28,9 @@ from personagraph.cli.score import (
     render_report,
 )
 from personagraph.metrics.persobench import PersoBenchConfig, load_persobench
+from personagraph.metrics.scoring import ScoreConfig
 from personagraph.runs.persobench import PersoBenchSummary
 from personagraph.runs.persobench import run as run_persobench
-from personagraph.metrics.scoring import ScoreConfig
 from personagraph.terminal import plain
 
 

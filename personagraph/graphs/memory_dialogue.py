@@ -326,7 +326,7 @@ class MemoryAgent:
         self.user_profile = user_profile
         self.date = date
         self.writer = writer
-        self.name = f"memory:{context.responder.spec}"
+        self.name = f"memory:{context.responder.name}"
         self.last_state: MemoryDialogueState | None = None
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:

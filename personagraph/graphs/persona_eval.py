@@ -44,6 +44,7 @@ class EvalContext:
     environments: int = 5
     shortlist: int = 0
     questions_per_task: int = 2
+    judge_protocol: str | None = None  # judges/protocols.py; None: each judge's default
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
 
@@ -156,12 +157,12 @@ async def exemplars(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> d
 
 async def judge(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
     ctx = _ctx(runtime)
-    client = next(j for j in ctx.judges if str(j.spec) == payload["judge"])
+    client = next(j for j in ctx.judges if j.name == payload["judge"])
     question = Question.model_validate(payload["question"])
     found = payload.get("exemplars")
     verdict = await judge_answer(
         client, payload["persona"], _task(question.task), question, Answer.model_validate(payload["answer"]),
-        Exemplars.model_validate(found) if found else None,
+        Exemplars.model_validate(found) if found else None, ctx.judge_protocol,
     )
     ctx.store.put("verdict", verdict.id, verdict, unit=question.persona_id)
     ctx.on_item("verdicts")
@@ -213,7 +214,7 @@ def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send
     exemplar_sets = {e["question_id"]: e for e in state.get("exemplars", [])}
     sends = [
         Send("judge", {"persona": state["persona"], "question": questions[a["question_id"]], "answer": a,
-                       "exemplars": exemplar_sets.get(a["question_id"]), "judge": str(j.spec)})
+                       "exemplars": exemplar_sets.get(a["question_id"]), "judge": j.name})
         for a in state.get("answers", [])
         if a["status"] == "ok"
         for j in _ctx(runtime).judges

@@ -79,10 +79,10 @@ async def score_response(
     format retry) is ``failed`` with its raw text: missing from any mean, never a 0.
     """
     if not isinstance(protocol, Protocol):
-        protocol = get_protocol(protocol, str(client.spec))
+        protocol = get_protocol(protocol, client.name)
     checks = checklist(rubric) if protocol.reply == "checklist" else ()
     if protocol.reply == "checklist" and not checks:
-        protocol = get_protocol("facts", str(client.spec))
+        protocol = get_protocol("facts", client.name)
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),
@@ -132,9 +132,9 @@ async def judge_answer(
         protocol=protocol,
     )
     verdict = Verdict(
-        id=short_id(answer.id, str(client.spec)),
+        id=short_id(answer.id, client.name),
         answer_id=answer.id,
-        judge=str(client.spec),
+        judge=client.name,
         status=scored.status,
         score=scored.score,
         rationale=scored.rationale,

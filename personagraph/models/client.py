@@ -1,5 +1,10 @@
 """ModelClient: every LLM call of every role goes cache → limiter → provider (with retries) → validation.
 
+Where a call goes (endpoint, key, concurrency, structured-output mode) is resolved once by the factory
+(:func:`~personagraph.models.factory.resolve_route`) from the provider rules; a client is known by its
+:attr:`ModelClient.name` everywhere (verdicts, summaries, self-judging checks). Every call is a LangSmith
+LLM run when tracing is on (:mod:`personagraph.models.tracing`).
+
 A call that fails is a value (``status="failed"`` with the raw text and the reason), never an exception
 that kills a batch and never a score; an error message is never returned as if the model had said it.
 """
@@ -19,13 +24,14 @@ from typing import Any, Generic, Literal, TypeVar
 from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel, ValidationError
 
-from personagraph.models import openai_http
+from personagraph.models import openai_http, tracing
 from personagraph.models.engine import EngineFailed, engine_for
-from personagraph.models.factory import make_chat_model
-from personagraph.models.openai_http import TokenLogprobs, parse_logprobs
+from personagraph.models.factory import Route, resolve_route
+from personagraph.models.openai_http import ChatReply, TokenLogprobs, parse_logprobs
 from personagraph.models.retry import RetryPolicy, classify
 from personagraph.models.settings import ModelSettings
 from personagraph.models.spec import ModelSpec, parse_spec
+from personagraph.models.testing import scripted_call
 from personagraph.redact import redact_text, register_secret
 from personagraph.store import CallRow, RunStore
 
@@ -50,7 +56,7 @@ class Completion(_ScrubbedError):
     """A free-text reply. ``text`` is what the model said ("" when it said nothing or failed).
 
     ``logprobs``: one entry per generated token when the call asked for them (``top_logprobs=k``) and the
-    provider returns them; None otherwise.
+    provider returns them; None otherwise. Tokens are the provider's counts (stored ones for a cache hit).
     """
 
     status: Status
@@ -58,6 +64,8 @@ class Completion(_ScrubbedError):
     error: str | None = None
     cached: bool = False
     logprobs: list[TokenLogprobs] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @property
     def ok(self) -> bool:
@@ -119,18 +127,18 @@ class Meter:
         }
 
 
-_limiters: dict[tuple[str, str, int, int], tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore]] = {}
+_limiters: dict[tuple[str, int, int], tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore]] = {}
 
 
-def _limiter(key: str, base_url: str, limit: int) -> asyncio.Semaphore:
-    """One semaphore per model endpoint and event loop, shared by every role using that endpoint.
+def _limiter(key: str, limit: int) -> asyncio.Semaphore:
+    """One semaphore per limit key (:attr:`Route.limit_key`) and event loop, shared by every role using it.
 
-    ``key`` is the model spec when calls go to a shared service (OpenAI's own API limits each model
-    separately) and ``""`` for a self-hosted ``base_url``, so that ``--concurrency C`` means at most C
-    requests in flight to that server whatever the number of models it serves.
+    The key is the endpoint for a self-hosted server, so that a concurrency of C means at most C requests
+    in flight to that server whatever the number of models it serves, and endpoint + model on a hosted
+    service (OpenAI's own API limits each model separately).
     """
     loop = asyncio.get_running_loop()
-    slot = (key, base_url, limit, id(loop))  # the limit too: a later run in this loop may ask for another
+    slot = (key, limit, id(loop))  # the limit too: a later run in this loop may ask for another
     entry = _limiters.get(slot)
     if entry is None or entry[0]() is not loop:  # the id of a closed loop can be reused
         entry = _limiters[slot] = (weakref.ref(loop), asyncio.Semaphore(limit))
@@ -196,39 +204,39 @@ class ModelClient:
     """One role's handle on one model: cached, rate-limited, retried and validated calls.
 
     Use :meth:`create`; ``store`` (a run's store) makes calls resumable: a call whose key is stored is
-    answered from the store and never sent again.
+    answered from the store and never sent again. ``chat_model`` replaces the provider's transport with
+    any LangChain chat model (tests inject failing ones); LangChain traces those calls itself.
     """
 
     def __init__(
         self,
         spec: ModelSpec,
         role: str,
-        chat_model: BaseChatModel,
         settings: ModelSettings,
+        route: Route,
         *,
+        chat_model: BaseChatModel | None = None,
         store: RunStore | None = None,
         meter: Meter | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.spec = spec
         self.role = role
+        self.route = route
         self.chat_model = chat_model
         self.settings = settings
         self.store = store
         self.meter = meter or Meter()
         self.retry = retry or RetryPolicy(attempts=settings.retry_attempts, max_retry_after_s=settings.max_retry_after_s)
-        register_secret(settings.api_key.get_secret_value() if settings.api_key else None)
-        self._base_url = settings.base_url or ""
-        # local: specs go to their model's llama.cpp server (models/engine.py), as many at once as its slots
-        self._engine = engine_for(spec.name) if spec.provider == "local" else None
-        self._concurrency = self._engine.slots if self._engine is not None else settings.concurrency
-        # openai: specs go over a lean HTTP path (see openai_http) with the endpoint the factory resolved.
-        self._http: tuple[str, str] | None = None
-        if spec.provider == "openai" and hasattr(chat_model, "openai_api_base"):
-            key = getattr(chat_model, "openai_api_key", None)
-            secret = key.get_secret_value() if hasattr(key, "get_secret_value") else ""
-            self._http = (chat_model.openai_api_base or "https://api.openai.com/v1", secret)
-        self._limit_key = "" if self._http and self._base_url else str(spec)
+        register_secret(route.api_key or None)
+        # local: specs go to their model's llama.cpp server (models/engine.py); it starts at the first call
+        self._engine = engine_for(spec.name) if route.rules.transport == "engine" else None
+
+    @property
+    def name(self) -> str:
+        """The model's identity in a run (``provider[@endpoint]:model``): what verdicts, summaries and the
+        self-judging check compare; roles sharing a model share it."""
+        return str(self.spec)
 
     @classmethod
     def create(
@@ -244,7 +252,7 @@ class ModelClient:
         """Builds a client for ``spec`` playing ``role``; ``overrides`` update ``settings`` fields."""
         parsed = parse_spec(spec) if isinstance(spec, str) else spec
         settings = (settings or ModelSettings()).model_copy(update=overrides)
-        return cls(parsed, role, make_chat_model(parsed, settings), settings, store=store, meter=meter)
+        return cls(parsed, role, settings, resolve_route(parsed, settings), store=store, meter=meter)
 
     # --- the one path every call takes ----------------------------------------------------------
     def _params(self, response_format: dict[str, Any] | None, top_logprobs: int | None) -> dict[str, Any]:
@@ -255,7 +263,7 @@ class ModelClient:
         }
         if response_format:
             params["response_format"] = response_format
-        if top_logprobs:  # only when asked: the cache keys of other calls stay as they were
+        if top_logprobs and self.route.rules.logprobs:  # only when asked: other calls' cache keys stay as they were
             params["logprobs"] = True
             params["top_logprobs"] = top_logprobs
         return params
@@ -264,16 +272,29 @@ class ModelClient:
         self, messages: Messages, response_format: dict[str, Any] | None, top_logprobs: int | None = None
     ) -> Completion:
         params = self._params(response_format, top_logprobs)
-        key = cache_key(str(self.spec), self._base_url, messages, params)
+        if not tracing.enabled():
+            return await self._cached_call(messages, params, response_format)
+        async with tracing.llm_run(self.name, role=self.role, provider=self.spec.provider, model=self.spec.name,
+                                   endpoint=self.route.endpoint, messages=messages, params=params) as run:
+            reply = await self._cached_call(messages, params, response_format)
+            tracing.finish(run, text=reply.text, error=reply.error, cached=reply.cached,
+                           input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+        return reply
+
+    async def _cached_call(
+        self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
+    ) -> Completion:
+        key = cache_key(self.name, self.route.cache_url, messages, params)
         if self.store is not None and (row := self.store.get_call(key)) is not None:
             self.meter._add(self.meter.cache_hits, self.role)
-            logprobs = parse_logprobs({"content": row.logprobs}) if top_logprobs else None
-            return Completion("ok", row.text, cached=True, logprobs=logprobs)
+            logprobs = parse_logprobs({"content": row.logprobs}) if params.get("top_logprobs") else None
+            return Completion("ok", row.text, cached=True, logprobs=logprobs,
+                              input_tokens=row.input_tokens, output_tokens=row.output_tokens)
         last_error = "no attempt made"
         for attempt in range(self.retry.attempts):
             started = time.perf_counter()
             try:
-                async with _limiter(self._limit_key, self._base_url, self._concurrency):
+                async with _limiter(self.route.limit_key, self._concurrency):
                     text, tokens_in, tokens_out, logprobs = await self._send(messages, params, response_format)
             except EngineFailed:  # an embedded engine died twice: the run stops with its one line
                 raise
@@ -290,29 +311,43 @@ class ModelClient:
             self.meter._add(self.meter.calls, self.role)
             self.meter._add(self.meter.input_tokens, self.role, tokens_in)
             self.meter._add(self.meter.output_tokens, self.role, tokens_out)
-            if not top_logprobs:
+            if not params.get("top_logprobs"):
                 logprobs = None
             if self.store is not None:
                 self.store.put_call(
-                    CallRow(key, self.role, str(self.spec), text, tokens_in, tokens_out, latency,
+                    CallRow(key, self.role, self.name, text, tokens_in, tokens_out, latency,
                             _logprob_rows(logprobs)),
                     {"messages": messages, "params": params},
                 )
-            return Completion("ok", text, logprobs=logprobs)
+            return Completion("ok", text, logprobs=logprobs, input_tokens=tokens_in, output_tokens=tokens_out)
         self.meter._add(self.meter.failures, self.role)
         return Completion("failed", error=f"gave up after {self.retry.attempts} attempts: {last_error}")
+
+    @property
+    def _concurrency(self) -> int:
+        return self.settings.concurrency if self.chat_model is not None else self.route.concurrency
 
     async def _send(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
     ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
         """One attempt at the provider: (text, input tokens, output tokens, logprobs); errors propagate."""
-        endpoint = (await self._engine.base_url(), "") if self._engine is not None else self._http
-        if endpoint is not None:
-            body = {"model": self.spec.name, "messages": messages, **params}
-            # local: no timeout: a dead engine drops the connection at once, a busy one is only slow
-            timeout = None if self._engine is not None else self.settings.timeout_s
-            reply = await openai_http.chat_completion(*endpoint, body, timeout_s=timeout)
-            return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs
+        if self.chat_model is not None:
+            return await self._send_chat_model(messages, params, response_format)
+        body = {"model": self.spec.name, "messages": messages, **params}
+        reply: ChatReply
+        if self._engine is not None:  # no timeout: a dead engine drops the connection at once, a busy one is slow
+            reply = await openai_http.chat_completion(await self._engine.base_url(), "", body, timeout_s=None)
+        elif self.route.rules.transport == "scripted":
+            reply = await scripted_call(self.spec.name, body)
+        else:
+            reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
+                                                      timeout_s=self.settings.timeout_s)
+        return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs
+
+    async def _send_chat_model(
+        self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
+    ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
+        assert self.chat_model is not None
         kwargs: dict[str, Any] = {"response_format": response_format} if response_format else {}
         if params.get("top_logprobs"):  # LangChain models put them in response_metadata["logprobs"], if at all
             kwargs.update(logprobs=True, top_logprobs=params["top_logprobs"])
@@ -331,9 +366,7 @@ class ModelClient:
         return await self._call(messages, None, top_logprobs)
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
-        mode = self.settings.structured
-        if mode == "auto":
-            mode = "json_schema" if self.spec.provider == "openai" and not self._base_url else "json_object"
+        mode = self.route.structured
         json_schema = _json_schema(schema)
         if mode == "json_schema":
             return {"type": "json_schema",

@@ -1,16 +1,58 @@
-"""Per-role model settings."""
+"""Per-role model settings, and the named endpoints a run may send ``openai@NAME:`` specs to."""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+from personagraph.errors import PersonagraphError
 
 StructuredMode = Literal["auto", "json_schema", "json_object", "prompt"]
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class Endpoint(BaseModel):
+    """A named OpenAI-compatible endpoint: its URL, the environment variable holding its key (the key
+    itself is read when a client is made and never stored) and how many requests it takes at once."""
+
+    name: str = Field(pattern=_NAME.pattern)
+    url: str = Field(pattern=r"^https?://")
+    key_env: str | None = None
+    concurrency: int | None = Field(None, ge=1, le=1024)
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """Parses ``NAME=URL[,key-env=VAR][,concurrency=N]`` (the ``--endpoint`` option).
+
+    Raises:
+        PersonagraphError: naming the text and what is wrong with it.
+    """
+    name, sep, rest = text.strip().partition("=")
+    url, *options = rest.split(",")
+    fields: dict[str, Any] = {"name": name, "url": url.strip()}
+    usage = "expected NAME=URL[,key-env=VAR][,concurrency=N]"
+    for option in options:
+        key, has_value, value = option.strip().partition("=")
+        if key not in ("key-env", "concurrency") or not has_value:
+            raise PersonagraphError(f"endpoint {text!r}: unknown option {option.strip()!r}; {usage}")
+        fields[key.replace("-", "_")] = value.strip()
+    if not sep or not _NAME.fullmatch(name):
+        raise PersonagraphError(f"endpoint {text!r}: {usage} (NAME: letters, digits, '_', '.', '-')")
+    try:
+        return Endpoint(**fields)
+    except ValueError as exc:
+        first = exc.errors()[0]  # type: ignore[attr-defined]
+        raise PersonagraphError(f"endpoint {text!r}: {first['loc'][0]}: {first['msg']}; {usage}") from None
 
 
 class ModelSettings(BaseModel):
-    """How one role calls its model. ``api_key`` is a secret: never stored, logged or reported."""
+    """How one role calls its model. ``api_key`` is a secret: never stored, logged or reported.
+
+    ``endpoints``: the named endpoints of ``openai@NAME:model`` specs (:class:`Endpoint` objects or
+    ``NAME=URL[,key-env=VAR][,concurrency=N]`` strings).
+    """
 
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1, le=32768)
@@ -22,7 +64,21 @@ class ModelSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = Field(default=None, exclude=True)
     structured: StructuredMode = "auto"
+    endpoints: list[Endpoint] = Field(default_factory=list)
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _parse_endpoints(cls, value: Any) -> Any:
+        items = [parse_endpoint(v) if isinstance(v, str) else v for v in value or ()]
+        names = [item.name if isinstance(item, Endpoint) else dict(item).get("name") for item in items]
+        if len(set(names)) < len(names):
+            raise PersonagraphError(f"endpoints: {sorted({n for n in names if names.count(n) > 1})} defined twice")
+        return items
+
+    def endpoint(self, name: str) -> Endpoint | None:
+        """The named endpoint, or None."""
+        return next((e for e in self.endpoints if e.name == name), None)
 
     def public(self) -> dict[str, object]:
-        """The settings as recorded in a run (no secret)."""
+        """The settings as recorded in a run (no secret: an endpoint's key appears only as its variable's name)."""
         return self.model_dump(exclude={"api_key"})

@@ -1,14 +1,14 @@
-"""Model spec strings (``provider:name``) and the catalogue of embedded models."""
+"""Model spec strings (``provider[@endpoint]:name``), the default models and the catalogue of embedded models."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from personagraph.errors import PersonagraphError
+from personagraph.models.providers import PROVIDER_RULES, PROVIDERS, Provider
 
-Provider = Literal["openai", "local", "test"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "local", "test")
+__all__ = ["DEFAULT_JUDGE", "DEFAULT_MODEL", "LOCAL_MODELS", "PROVIDERS", "LocalModel", "ModelSpec", "Provider",
+           "names_a_provider", "parse_spec"]
 # The models a run uses when none is given: the persona agent under test, and the judge (also the generator).
 DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
 DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
@@ -52,13 +52,18 @@ LOCAL_MODELS: dict[str, LocalModel] = {
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed ``provider:name`` model spec."""
+    """A parsed ``provider[@endpoint]:name`` model spec; ``str(spec)`` is the model's identity in a run.
+
+    ``endpoint`` names one of the run's ``--endpoint NAME=URL`` (None: the provider's default endpoint).
+    """
 
     provider: Provider
     name: str
+    endpoint: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.provider}:{self.name}"
+        at = f"@{self.endpoint}" if self.endpoint else ""
+        return f"{self.provider}{at}:{self.name}"
 
     @property
     def family(self) -> str:
@@ -66,13 +71,22 @@ class ModelSpec:
         return self.name.lower().split(":")[0].split("-")[0]
 
 
+def names_a_provider(text: str) -> bool:
+    """True when ``text`` starts like a model spec (``provider:`` or ``provider@endpoint:``), as opposed
+    to a ``module:attr`` plug-in path."""
+    head, colon, _ = text.strip().partition(":")
+    return bool(colon) and head.partition("@")[0] in PROVIDERS
+
+
 def parse_spec(text: str) -> ModelSpec:
-    """Parses ``openai:<model>``, ``local:<name>`` or ``test:<name>``.
+    """Parses ``openai:<model>``, ``openai@<endpoint>:<model>``, ``local:<name>`` or ``test:<name>``.
 
     Raises:
-        PersonagraphError: for an unknown provider or local model name.
+        PersonagraphError: for an unknown provider or local model name, or an endpoint on a provider
+            that takes none.
     """
-    provider, sep, name = text.strip().partition(":")
+    head, sep, name = text.strip().partition(":")
+    provider, at, endpoint = head.partition("@")
     if not sep or not name:
         raise PersonagraphError(
             f"model spec {text!r}: expected PROVIDER:NAME with PROVIDER one of {', '.join(PROVIDERS)} "
@@ -82,8 +96,12 @@ def parse_spec(text: str) -> ModelSpec:
         raise PersonagraphError(
             f"model spec {text!r}: unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}"
         )
+    if at and not (endpoint and PROVIDER_RULES[provider].endpoints):  # type: ignore[index]
+        takes = [p for p, rules in PROVIDER_RULES.items() if rules.endpoints]
+        raise PersonagraphError(f"model spec {text!r}: expected {'/'.join(takes)}@ENDPOINT:NAME with ENDPOINT "
+                                "one of the run's --endpoint names")
     if provider == "local" and name not in LOCAL_MODELS:
         raise PersonagraphError(
             f"model spec {text!r}: unknown local model; known: {', '.join(sorted(LOCAL_MODELS))}"
         )
-    return ModelSpec(provider=provider, name=name)  # type: ignore[arg-type]
+    return ModelSpec(provider=provider, name=name, endpoint=endpoint or None)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from personagraph.models.openai_http import ChatReply, parse_logprobs
 from personagraph.models.retry import TransientModelError
 
 Script = Callable[[list[dict[str, Any]], dict[str, Any] | None], str]
@@ -151,6 +152,22 @@ def token_logprobs(text: str, top_logprobs: int) -> list[dict[str, Any]]:
     return content
 
 
+def scripted_completion(name: str, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                        top_logprobs: int | None = None) -> ChatReply:
+    """The completion of ``test:<name>``: :func:`reply`, whitespace-word token counts, logprobs if asked."""
+    text = reply(name, messages, response_format)
+    tokens_in = sum(len(str(m.get("content", "")).split()) for m in messages)
+    logprobs = parse_logprobs({"content": token_logprobs(text, top_logprobs)}) if top_logprobs else None
+    return ChatReply(text, tokens_in, len(text.split()), logprobs)
+
+
+async def scripted_call(name: str, body: dict[str, Any]) -> ChatReply:
+    """:func:`scripted_completion` of an OpenAI-style request body (``test:slow*`` answers after a delay)."""
+    if name.startswith("slow"):
+        await asyncio.sleep(SLOW_DELAY_S)
+    return scripted_completion(name, body["messages"], body.get("response_format"), body.get("top_logprobs"))
+
+
 class ScriptedChatModel(BaseChatModel):
     """A LangChain chat model that answers with :func:`reply` (``test:<name>`` specs)."""
 
@@ -168,16 +185,15 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         plain = convert_to_openai_messages(messages)
-        text = reply(self.model_name, plain, kwargs.get("response_format"))
-        tokens_in = sum(len(str(m.get("content", "")).split()) for m in plain)
         top_logprobs = kwargs.get("top_logprobs")
-        metadata = {"logprobs": {"content": token_logprobs(text, top_logprobs)}} if top_logprobs else {}
+        done = scripted_completion(self.model_name, plain, kwargs.get("response_format"), top_logprobs)
+        metadata = {"logprobs": {"content": token_logprobs(done.text, top_logprobs)}} if top_logprobs else {}
         message = AIMessage(
-            content=text,
+            content=done.text,
             usage_metadata={
-                "input_tokens": tokens_in,
-                "output_tokens": len(text.split()),
-                "total_tokens": tokens_in + len(text.split()),
+                "input_tokens": done.input_tokens,
+                "output_tokens": done.output_tokens,
+                "total_tokens": done.input_tokens + done.output_tokens,
             },
             response_metadata=metadata,
         )

@@ -18,14 +18,13 @@ from typing import Any
 from personagraph.agents import Agent
 from personagraph.agents.plugin import adapt, load_agent
 from personagraph.errors import PersonagraphError
-from personagraph.models.spec import PROVIDERS
+from personagraph.models.spec import names_a_provider
 
 
 def is_plugin_path(name: str) -> bool:
     """True for a ``module:attr`` plug-in path, False for a model spec (``provider:name``, or anything
     without a colon, which fails as a spec with the spec's error)."""
-    prefix, colon, _ = name.strip().partition(":")
-    return bool(colon) and prefix not in PROVIDERS
+    return ":" in name and not names_a_provider(name)
 
 
 _loaded: dict[str, tuple[Any, Agent]] = {}  # path → (its module, the agent)

@@ -44,10 +44,10 @@ async def test_fan_out_counts(run_dir: Path) -> None:
     # one answer per question and model; exemplars once per question, shared by both models
     assert len(store.records("answer")) == 2 * len(questions)
     assert len(store.records("exemplars")) == len(questions)
-    # one judge call per answer per judge
+    # one judge call per answer per judge (two models may give the same answer: one is then a cache hit)
     assert len(store.records("verdict")) == 2 * 2 * len(questions)
     roles = summary.roles
-    assert roles["judge"]["calls"] == 4 * len(questions)
+    assert roles["judge"]["calls"] + roles["judge"]["cache_hits"] == 4 * len(questions)
     assert roles["exemplar_gen"]["calls"] == len(questions)
     # a short reply is topped up in the same conversation: one extra call per top-up
     assert roles["env_selector"]["calls"] == 2 + sum(s["extra_calls"] for s in store.records("selection"))
@@ -79,10 +79,12 @@ async def test_failed_verdicts_are_missing_not_zero(run_dir: Path) -> None:
     good = [v for v in verdicts if v["judge"] == "test:j1"]
     assert broken and all(v["status"] == "failed" and v["score"] is None and v["raw"] for v in broken)
     assert summary.failed_verdicts == len(broken)
-    # every item score equals the one parsed verdict: the failed one did not pull it towards 0
+    # every item score equals the one parsed verdict (its probability-weighted score: the test judges
+    # return logprobs): the failed one did not pull it towards 0
     items = {i["answer_id"]: i for i in RunStore(run_dir).records("item_score")}
     for verdict in good:
-        assert items[verdict["answer_id"]]["score"] == verdict["score"]
+        assert verdict["expected_score"] is not None
+        assert items[verdict["answer_id"]]["score"] == verdict["expected_score"]
         assert items[verdict["answer_id"]]["n_failed"] == 1
 
 

@@ -22,6 +22,7 @@ from personagraph.models import (
     cache_key,
     extract_json,
     parse_spec,
+    resolve_route,
 )
 from personagraph.models.retry import classify
 from personagraph.schemas import JudgeReply
@@ -53,7 +54,8 @@ class FailingModel(BaseChatModel):
 
 
 def client_over(model: BaseChatModel, store: RunStore | None = None, attempts: int = 4) -> ModelClient:
-    return ModelClient(parse_spec("openai:fake"), "judge", model, ModelSettings(), store=store,
+    spec, settings = parse_spec("openai:fake"), ModelSettings(base_url="http://fake/v1")
+    return ModelClient(spec, "judge", settings, resolve_route(spec, settings), chat_model=model, store=store,
                        retry=RetryPolicy(attempts=attempts, base_s=0.001, max_s=0.002))
 
 
