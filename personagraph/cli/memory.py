@@ -320,7 +320,9 @@ def eval_dialogue(
     """Memory recognition + response on MADial-Bench, judged with MADial's criteria."""
 
     async def body() -> None:
-        from personagraph.memory.dialogue_eval import DialogueEvalConfig, render_summary, run_dialogue_eval
+        # the memory stack (Chroma, the encoder) is heavy: imported when a memory command runs
+        from personagraph.memory.dialogue_eval import DialogueEvalConfig, render_summary
+        from personagraph.runs.memory_dialogue import run as run_dialogue_eval
 
         names = parse_methods(method)
         if len(names) != 1:
@@ -330,8 +332,10 @@ def eval_dialogue(
             setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name
         )
         with progress_display(label_width=14, transient=True) as progress:
-            summary = await run_dialogue_eval(config, dialogues, memories, run_dir, progress_bars(progress))
-        console.print(render_summary(summary))
+            summary = await run_dialogue_eval(
+                config, dialogues, memories, run_dir, on_progress=progress_bars(progress)
+            )
+        console.print(render_summary(summary.model_dump()))
 
     run(body)
 
