@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from personagraph.agents import Agent
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
+from personagraph.judges.protocols import get_protocol
 from personagraph.judges.scoring import summarize_scores
 from personagraph.models import ModelSettings, parse_spec
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
@@ -62,6 +63,8 @@ class EvalConfig(BaseModel):
     retry_failed: bool = True  # a resumed run retries the failed items (False keeps them failed)
     non_answers: Literal["minimum", "exclude"] = "minimum"  # failed/empty answers score the rubric minimum
     judge_check: int = Field(0, ge=0, le=1000)  # then judge-check N answers per task (in RUN_DIR/judge-check)
+    judge_protocol: str | None = None  # how judges are asked (judges/protocols.py); None: each judge's default
+    score_kind: Literal["expected", "integer"] = "expected"  # probability-weighted verdict scores, where all have one
 
     @field_validator("personas", mode="before")
     @classmethod
@@ -92,7 +95,8 @@ class EvalConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
-        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers", "judge_check"})
+        data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers",
+                                        "judge_check", "score_kind"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def stage_totals(self) -> dict[str, int]:
@@ -185,6 +189,8 @@ async def run(
     for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
         if spec not in named and spec not in plugins.paths:
             parse_spec(spec)
+    for spec in config.judges:
+        get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
     check_judges(config)
     with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True) as run:
         run.record(
@@ -270,7 +276,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     ended = [d or store.get(UNIT_FAILED, unit_id(p, config)) is not None for p, d in zip(config.personas, done, strict=True)]
     return EvalSummary(
         **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
-                           tasks=tasks),
+                           tasks=tasks, score_kind=config.score_kind),
         personas=len(config.personas),
         personas_finished=sum(done),
         environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),

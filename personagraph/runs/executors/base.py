@@ -103,6 +103,7 @@ def build_context(
         environments=config.environments,
         shortlist=config.shortlist,
         questions_per_task=config.questions_per_task,
+        judge_protocol=config.judge_protocol,
         on_item=on_item or (lambda stage: None),
     )
 
