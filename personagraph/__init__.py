@@ -7,7 +7,22 @@ The Python API (sync verbs with ``a``-prefixed async twins; see ``personagraph.a
 """
 
 from personagraph.agents import Agent
-from personagraph.api import aevaluate, evaluate
+from personagraph.api import (
+    abehavior_alignment,
+    aevaluate,
+    ajudge_check,
+    alonglamp,
+    ameta_evaluate,
+    apersobench,
+    asimulate,
+    behavior_alignment,
+    evaluate,
+    judge_check,
+    longlamp,
+    meta_evaluate,
+    persobench,
+    simulate,
+)
 from personagraph.errors import PersonagraphError
 from personagraph.runs.base import FailedItem, ProgressEvent, Summary
 from personagraph.schemas import Persona
@@ -21,6 +36,18 @@ __all__ = [
     "ProgressEvent",
     "Summary",
     "__version__",
+    "abehavior_alignment",
     "aevaluate",
+    "ajudge_check",
+    "alonglamp",
+    "ameta_evaluate",
+    "apersobench",
+    "asimulate",
+    "behavior_alignment",
     "evaluate",
+    "judge_check",
+    "longlamp",
+    "meta_evaluate",
+    "persobench",
+    "simulate",
 ]

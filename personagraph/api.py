@@ -16,15 +16,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from personagraph.agents import Agent
+from personagraph.agents.plugin import adapt
+from personagraph.judges.meta_eval import MetaEvalConfig
+from personagraph.metrics.behavior import BehaviorConfig
+from personagraph.metrics.longlamp import LongLaMPConfig
+from personagraph.metrics.persobench import PersoBenchConfig
 from personagraph.models import Endpoint, ModelSettings
+from personagraph.runs import behavior as behavior_run
 from personagraph.runs import eval as eval_run
+from personagraph.runs import judge_check as judge_check_run
+from personagraph.runs import longlamp as longlamp_run
+from personagraph.runs import meta_eval as meta_eval_run
+from personagraph.runs import persobench as persobench_run
+from personagraph.runs import simulate as simulate_run
 from personagraph.runs.base import ProgressHandler, make_config, synchronous
-from personagraph.runs.plugins import split_models
+from personagraph.runs.plugins import is_plugin_path, object_name, split_models
 from personagraph.schemas import Persona
 
 
-def settings_for(base_url: str | None, api_key: str | None,
-                 endpoints: Sequence[str | Endpoint] = ()) -> ModelSettings:
+def settings_for(
+    base_url: str | None, api_key: str | None, endpoints: Sequence[str | Endpoint] = ()
+) -> ModelSettings:
     """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``)."""
     return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints))
 
@@ -79,3 +92,137 @@ async def aevaluate(
 
 
 evaluate = synchronous(aevaluate, "evaluate")
+
+
+async def asimulate(
+    persona: str,
+    *,
+    model: Any = None,
+    judges: Sequence[str] | None = None,
+    run_dir: str | Path = "runs/simulate",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    checkpoint_url: str | None = None,
+    on_event: simulate_run.EventHook | None = None,
+    **options: Any,
+) -> simulate_run.SimulateSummary:
+    """Runs multi-turn sessions between a simulated user and the agent, judged turn by turn.
+
+    Args:
+        persona: the persona the agent plays.
+        model: the agent under test: a model spec, a ``module:attr`` plug-in path or an agent object
+            (default: the embedded 0.5B).
+        judges: judge model specs (``[]``: no judging).
+        **options: any other :class:`~personagraph.runs.simulate.SimulateConfig` field (``turns``,
+            ``sessions``, ``adversarial``, ``user_model``, ``scenario``, …).
+    """
+    fields: dict[str, Any] = dict(options, persona=persona)
+    agent: Agent | None = None
+    if isinstance(model, str):
+        fields["agent" if is_plugin_path(model) else "model"] = model
+    elif model is not None:
+        agent = model if isinstance(model, Agent) else adapt(model, object_name(model))
+        fields["model"] = agent.name
+    if judges is not None:
+        fields["judges"] = list(judges)
+    config = make_config(simulate_run.SimulateConfig, **fields)
+    return await simulate_run.run(
+        config,
+        run_dir,
+        settings=settings_for(base_url, api_key),
+        agent=agent,
+        checkpoint_url=checkpoint_url,
+        on_event=on_event,
+    )
+
+
+async def ameta_evaluate(
+    items: str | Path,
+    *,
+    judges: Sequence[str],
+    run_dir: str | Path = "runs/meta-eval",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    on_progress: ProgressHandler | None = None,
+    **options: Any,
+) -> meta_eval_run.MetaEvalSummary:
+    """Meta-evaluates judges against human-rated items (ρ, τ, κ, MAE with CIs); ``**options`` are the other
+    :class:`~personagraph.judges.meta_eval.MetaEvalConfig` fields (``criteria``, ``rubric_files``, …)."""
+    config = make_config(MetaEvalConfig, **options, items=str(items), judges=list(judges))
+    return await meta_eval_run.run(
+        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+    )
+
+
+async def ajudge_check(
+    *,
+    run_dir: str | Path = "runs/judge-check",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    on_progress: ProgressHandler | None = None,
+    **options: Any,
+) -> judge_check_run.JudgeCheckSummary:
+    """Checks judges with controlled variants of answers (from an eval run, ``from_run=``, or an items file,
+    ``items=``); ``**options`` are :class:`~personagraph.runs.judge_check.JudgeCheckConfig` fields."""
+    config = make_config(judge_check_run.JudgeCheckConfig, **options)
+    return await judge_check_run.run(
+        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+    )
+
+
+async def apersobench(
+    data: str | Path,
+    *,
+    model: str,
+    run_dir: str | Path = "runs/persobench",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    on_progress: ProgressHandler | None = None,
+    **options: Any,
+) -> persobench_run.PersoBenchSummary:
+    """Generates personalized replies for a PersoBench CSV and scores them; ``**options`` are the other
+    :class:`~personagraph.metrics.persobench.PersoBenchConfig` fields (``cot``, ``limit``, ``score``, …)."""
+    config = make_config(PersoBenchConfig, **options, data=data, model=model)
+    return await persobench_run.run(
+        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+    )
+
+
+async def alonglamp(
+    data: str | Path,
+    *,
+    model: str,
+    run_dir: str | Path = "runs/longlamp",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    on_progress: ProgressHandler | None = None,
+    **options: Any,
+) -> longlamp_run.LongLaMPSummary:
+    """Retrieves, generates and scores LongLaMP records; ``**options`` are the other
+    :class:`~personagraph.metrics.longlamp.LongLaMPConfig` fields (``retriever``, ``k``, ``limit``, …)."""
+    config = make_config(LongLaMPConfig, **options, data=data, model=model)
+    return await longlamp_run.run(
+        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+    )
+
+
+async def abehavior_alignment(
+    dialogues: str | Path,
+    *,
+    run_dir: str | Path = "runs/behavior",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> behavior_run.BehaviorSummary:
+    """Labels recommender strategies (κ against human labels) and the system's behavior alignment;
+    ``**options`` are the other :class:`~personagraph.metrics.behavior.BehaviorConfig` fields."""
+    config = make_config(BehaviorConfig, **options, dialogues=dialogues)
+    return await behavior_run.run(config, run_dir, settings=settings_for(base_url, api_key))
+
+
+simulate = synchronous(asimulate, "simulate")
+meta_evaluate = synchronous(ameta_evaluate, "meta_evaluate")
+judge_check = synchronous(ajudge_check, "judge_check")
+persobench = synchronous(apersobench, "persobench")
+longlamp = synchronous(alonglamp, "longlamp")
+behavior_alignment = synchronous(abehavior_alignment, "behavior_alignment")

@@ -1,0 +1,93 @@
+"""The top-level Python API: the README's snippet runs as written, one models= list, sync/async twins."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import personagraph
+from personagraph import PersonagraphError, aevaluate, evaluate
+from personagraph.runs import eval as eval_run
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CONFIG = {"judges": ["test:judge"], "generator": "test:gen", "environments": 1, "questions_per_task": 1}
+
+
+def readme_snippet() -> str:
+    section = README.read_text(encoding="utf-8").split("## Python API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(eval_run, "DEFAULT_MODEL", "test:agent")  # the snippet's defaults, as test models
+    monkeypatch.setattr(eval_run, "DEFAULT_JUDGE", "test:judge")
+    exec(compile(readme_snippet(), "README.md", "exec"), {})
+    model, score = capsys.readouterr().out.split()
+    assert model == "test:agent" and 1 <= float(score) <= 5
+    assert (tmp_path / "runs" / "eval" / "summary.json").is_file()
+
+
+def test_one_models_list_takes_specs_paths_and_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "api_plugin.py").write_text("def agent(messages):\n    return 'Plugged in.'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def howdy(messages: list[dict[str, str]]) -> str:
+        return "Howdy, partner."
+
+    summary = evaluate(
+        "A 70-year-old retired cowboy from Texas",
+        models=["test:agent", "api_plugin:agent", howdy],
+        run_dir=tmp_path / "run",
+        **CONFIG,
+    )
+    name = f"{__name__}:test_one_models_list_takes_specs_paths_and_objects.<locals>.howdy"
+    assert set(summary.models) == {"test:agent", "api_plugin:agent", name}  # no default model
+    assert all(result["persona_score"] is not None for result in summary.models.values())
+    assert summary.exit_code == 0 and summary.personas_finished == 1, (summary.failures, summary.incomplete)
+
+
+def test_a_name_given_twice_and_a_bad_field_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(PersonagraphError, match="models: 'test:agent' is given twice"):
+        evaluate("A nurse", models=["test:agent", "test:agent"], run_dir=tmp_path / "a", **CONFIG)
+    with pytest.raises(PersonagraphError, match="^questions_per_task: "):
+        evaluate(
+            "A nurse", models=["test:agent"], run_dir=tmp_path / "b", **CONFIG | {"questions_per_task": 0}
+        )
+
+
+async def test_the_async_twin_resumes_with_no_calls(tmp_path: Path) -> None:
+    first = await aevaluate(["A nurse"], models=["test:agent"], run_dir=tmp_path, **CONFIG)
+    again = await aevaluate(["A nurse"], models=["test:agent"], run_dir=tmp_path, **CONFIG)
+    assert first.llm_calls > 0 and again.llm_calls == 0 and again.models == first.models
+
+
+def test_the_top_level_names_every_run_kind() -> None:
+    for verb in (
+        "evaluate",
+        "simulate",
+        "judge_check",
+        "meta_evaluate",
+        "persobench",
+        "longlamp",
+        "behavior_alignment",
+    ):
+        assert verb in personagraph.__all__ and f"a{verb}" in personagraph.__all__
+        assert getattr(personagraph, verb).__name__ == verb
+    assert {"Persona", "Agent", "Summary"} <= set(personagraph.__all__)
+
+
+def test_simulate_takes_an_agent_object(tmp_path: Path) -> None:
+    summary = personagraph.simulate(
+        "A 70-year-old retired cowboy from Texas",
+        model=lambda messages: "Well, I reckon so.",
+        judges=["test:judge"],
+        user_model="test:user",
+        turns=2,
+        run_dir=tmp_path,
+    )
+    assert summary.overall["finished"] == 1 and summary.sessions[0]["agent"].endswith("<lambda>")
