@@ -263,7 +263,7 @@ class ModelClient:
         }
         if response_format:
             params["response_format"] = response_format
-        if top_logprobs and self.route.rules.logprobs:  # only when asked: other calls' cache keys stay as they were
+        if top_logprobs and self.route.rules.logprobs:  # only when asked: other calls keep their cache keys
             params["logprobs"] = True
             params["top_logprobs"] = top_logprobs
         return params
@@ -274,8 +274,9 @@ class ModelClient:
         params = self._params(response_format, top_logprobs)
         if not tracing.enabled():
             return await self._cached_call(messages, params, response_format)
-        async with tracing.llm_run(self.name, role=self.role, provider=self.spec.provider, model=self.spec.name,
-                                   endpoint=self.route.endpoint, messages=messages, params=params) as run:
+        async with tracing.llm_run(self.name, role=self.role, provider=self.spec.provider,
+                                   model=self.spec.name, endpoint=self.route.endpoint,
+                                   messages=messages, params=params) as run:
             reply = await self._cached_call(messages, params, response_format)
             tracing.finish(run, text=reply.text, error=reply.error, cached=reply.cached,
                            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
@@ -295,7 +296,8 @@ class ModelClient:
             started = time.perf_counter()
             try:
                 async with _limiter(self.route.limit_key, self._concurrency):
-                    text, tokens_in, tokens_out, logprobs = await self._send(messages, params, response_format)
+                    sent = await self._send(messages, params, response_format)
+                text, tokens_in, tokens_out, logprobs = sent
             except EngineFailed:  # an embedded engine died twice: the run stops with its one line
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
@@ -335,7 +337,7 @@ class ModelClient:
             return await self._send_chat_model(messages, params, response_format)
         body = {"model": self.spec.name, "messages": messages, **params}
         reply: ChatReply
-        if self._engine is not None:  # no timeout: a dead engine drops the connection at once, a busy one is slow
+        if self._engine is not None:  # no timeout: a dead engine drops the connection, a busy one is slow
             reply = await openai_http.chat_completion(await self._engine.base_url(), "", body, timeout_s=None)
         elif self.route.rules.transport == "scripted":
             reply = await scripted_call(self.spec.name, body)

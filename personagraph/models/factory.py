@@ -51,33 +51,52 @@ def resolve_route(spec: ModelSpec, settings: ModelSettings) -> Route:
     rules = PROVIDER_RULES[spec.provider]
     if not rules.endpoints:
         concurrency = engine_for(spec.name).slots if rules.engine_slots else settings.concurrency
-        return Route(rules, "", concurrency, "", str(spec), _structured(settings, rules.self_hosted_structured))
+        return Route(
+            rules, "", concurrency, "", str(spec), _structured(settings, rules.self_hosted_structured)
+        )
     if spec.endpoint is not None:
         named = settings.endpoint(spec.endpoint)
         if named is None:
             known = ", ".join(e.name for e in settings.endpoints) or "none"
-            raise PersonagraphError(f"model spec {spec}: no endpoint named {spec.endpoint!r} (defined: {known}); "
-                                    "add --endpoint NAME=URL[,key-env=VAR]")
+            raise PersonagraphError(
+                f"model spec {spec}: no endpoint named {spec.endpoint!r} (defined: {known}); "
+                "add --endpoint NAME=URL[,key-env=VAR]"
+            )
         key = ""
         if named.key_env:
             key = os.environ.get(named.key_env, "")
             if not key:
-                raise PersonagraphError(f"endpoint {named.name}: the key variable ${named.key_env} is not set")
+                raise PersonagraphError(
+                    f"endpoint {named.name}: the key variable ${named.key_env} is not set"
+                )
         url, concurrency = named.url, named.concurrency or settings.concurrency
     else:
-        url = settings.base_url or (os.environ.get(rules.url_env) if rules.url_env else None) or rules.default_url
-        key = settings.api_key.get_secret_value() if settings.api_key else os.environ.get(rules.key_env or "", "")
+        url = (
+            settings.base_url
+            or (os.environ.get(rules.url_env) if rules.url_env else None)
+            or rules.default_url
+        )
+        key = (
+            settings.api_key.get_secret_value()
+            if settings.api_key
+            else os.environ.get(rules.key_env or "", "")
+        )
         concurrency = settings.concurrency
         if not key and rules.hosted(url):
-            raise PersonagraphError(f"{spec}: no API key; set {rules.key_env} or pass --api-key "
-                                    "(or --base-url / --endpoint for a self-hosted server)")
+            raise PersonagraphError(
+                f"{spec}: no API key; set {rules.key_env} or pass --api-key "
+                "(or --base-url / --endpoint for a self-hosted server)"
+            )
     hosted = rules.hosted(url)
     return Route(
-        rules, url, concurrency,
+        rules,
+        url,
+        concurrency,
         cache_url="" if hosted else url,
         limit_key=f"{url} {spec.name}" if hosted else url,
         structured=_structured(settings, rules.hosted_structured if hosted else rules.self_hosted_structured),
-        endpoint=spec.endpoint or "", api_key=key,
+        endpoint=spec.endpoint or "",
+        api_key=key,
     )
 
 
@@ -104,7 +123,8 @@ def make_chat_model(spec: str | ModelSpec, settings: ModelSettings | None = None
     return ChatOpenAI(
         model=parsed.name,
         base_url=route.url,
-        api_key=route.api_key or "not-needed",  # self-hosted servers usually ignore the key; the SDK wants one
+        api_key=route.api_key
+        or "not-needed",  # self-hosted servers usually ignore the key; the SDK wants one
         timeout=settings.timeout_s,
         max_retries=0,  # retries, with backoff and Retry-After, live in ModelClient
         **sampling,

@@ -29,7 +29,9 @@ class ProviderRules:
     hosted_structured: Mode = "json_object"  # what structured="auto" means on default_url …
     self_hosted_structured: Mode = "json_object"  # … and on any other endpoint (vLLM, Ollama, llama.cpp)
     logprobs: bool = True  # returns top_logprobs when asked
-    engine_slots: bool = False  # at most as many calls at once as the engine has slots (else settings.concurrency)
+    engine_slots: bool = (
+        False  # at most as many calls at once as the engine has slots (else settings.concurrency)
+    )
 
     def hosted(self, url: str) -> bool:
         """True for the provider's own service, which limits each model apart (OpenAI's API)."""
@@ -38,8 +40,12 @@ class ProviderRules:
 
 PROVIDER_RULES: dict[Provider, ProviderRules] = {
     "openai": ProviderRules(
-        transport="http", endpoints=True, url_env="OPENAI_BASE_URL", default_url="https://api.openai.com/v1",
-        key_env="OPENAI_API_KEY", hosted_structured="json_schema",
+        transport="http",
+        endpoints=True,
+        url_env="OPENAI_BASE_URL",
+        default_url="https://api.openai.com/v1",
+        key_env="OPENAI_API_KEY",
+        hosted_structured="json_schema",
     ),
     "local": ProviderRules(transport="engine", endpoints=False, engine_slots=True),
     "test": ProviderRules(transport="scripted", endpoints=False),

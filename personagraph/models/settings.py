@@ -61,10 +61,17 @@ class ModelSettings(BaseModel):
     timeout_s: float = Field(120.0, gt=0)
     max_retry_after_s: float = Field(60.0, ge=0)  # a server's Retry-After is obeyed up to this long
     retry_attempts: int = Field(6, ge=1, le=100)  # attempts per call at transient errors (1: no retry)
-    base_url: str | None = None
+    base_url: str | None = None  # an OpenAI-compatible endpoint: http(s)://host[:port]/…
     api_key: SecretStr | None = Field(default=None, exclude=True)
     structured: StructuredMode = "auto"
     endpoints: list[Endpoint] = Field(default_factory=list)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError(f"{value!r} is not an http(s)://host[:port]/… URL")
+        return value
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -72,7 +79,9 @@ class ModelSettings(BaseModel):
         items = [parse_endpoint(v) if isinstance(v, str) else v for v in value or ()]
         names = [item.name if isinstance(item, Endpoint) else dict(item).get("name") for item in items]
         if len(set(names)) < len(names):
-            raise PersonagraphError(f"endpoints: {sorted({n for n in names if names.count(n) > 1})} defined twice")
+            raise PersonagraphError(
+                f"endpoints: {sorted({n for n in names if names.count(n) > 1})} defined twice"
+            )
         return items
 
     def endpoint(self, name: str) -> Endpoint | None:
@@ -80,5 +89,5 @@ class ModelSettings(BaseModel):
         return next((e for e in self.endpoints if e.name == name), None)
 
     def public(self) -> dict[str, object]:
-        """The settings as recorded in a run (no secret: an endpoint's key appears only as its variable's name)."""
+        """The settings as recorded in a run (no secret; an endpoint's key only as its variable's name)."""
         return self.model_dump(exclude={"api_key"})

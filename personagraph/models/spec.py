@@ -1,4 +1,4 @@
-"""Model spec strings (``provider[@endpoint]:name``), the default models and the catalogue of embedded models."""
+"""Model spec strings (``provider[@endpoint]:name``), default models and the embedded models' catalogue."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from personagraph.errors import PersonagraphError
 from personagraph.models.providers import PROVIDER_RULES, PROVIDERS, Provider
 
-__all__ = ["DEFAULT_JUDGE", "DEFAULT_MODEL", "LOCAL_MODELS", "PROVIDERS", "LocalModel", "ModelSpec", "Provider",
-           "names_a_provider", "parse_spec"]
+__all__ = ["DEFAULT_JUDGE", "DEFAULT_MODEL", "LOCAL_MODELS", "PROVIDERS", "LocalModel", "ModelSpec",
+           "Provider", "names_a_provider", "parse_spec"]
 # The models a run uses when none is given: the persona agent under test, and the judge (also the generator).
 DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
 DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
@@ -98,8 +98,8 @@ def parse_spec(text: str) -> ModelSpec:
         )
     if at and not (endpoint and PROVIDER_RULES[provider].endpoints):  # type: ignore[index]
         takes = [p for p, rules in PROVIDER_RULES.items() if rules.endpoints]
-        raise PersonagraphError(f"model spec {text!r}: expected {'/'.join(takes)}@ENDPOINT:NAME with ENDPOINT "
-                                "one of the run's --endpoint names")
+        raise PersonagraphError(f"model spec {text!r}: expected {'/'.join(takes)}@ENDPOINT:NAME with "
+                                "ENDPOINT one of the run's --endpoint names")
     if provider == "local" and name not in LOCAL_MODELS:
         raise PersonagraphError(
             f"model spec {text!r}: unknown local model; known: {', '.join(sorted(LOCAL_MODELS))}"

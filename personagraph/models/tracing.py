@@ -21,26 +21,45 @@ def enabled() -> bool:
     return bool(ls_utils.tracing_is_enabled())
 
 
-def llm_run(name: str, *, role: str, provider: str, model: str, endpoint: str,
-            messages: list[dict[str, str]], params: dict[str, Any]) -> run_helpers.trace:
+def llm_run(
+    name: str,
+    *,
+    role: str,
+    provider: str,
+    model: str,
+    endpoint: str,
+    messages: list[dict[str, str]],
+    params: dict[str, Any],
+) -> run_helpers.trace:
     """The LangSmith run of one model call (an async context manager); end it with :func:`finish`."""
     return run_helpers.trace(
-        name, run_type="llm",
+        name,
+        run_type="llm",
         inputs={"messages": messages, **params},
         tags=[role],
-        metadata={"role": role, "ls_provider": provider, "ls_model_name": model, "endpoint": endpoint or "default",
-                  **{f"ls_{k}": v for k, v in params.items() if k in ("temperature", "max_tokens")}},
+        metadata={
+            "role": role,
+            "ls_provider": provider,
+            "ls_model_name": model,
+            "endpoint": endpoint or "default",
+            **{f"ls_{k}": v for k, v in params.items() if k in ("temperature", "max_tokens")},
+        },
     )
 
 
-def finish(run: Any, *, text: str, error: str | None, cached: bool, input_tokens: int, output_tokens: int) -> None:
-    """Ends the run with the reply (OpenAI's shape, which LangSmith renders), token usage and ``cache_hit``."""
+def finish(
+    run: Any, *, text: str, error: str | None, cached: bool, input_tokens: int, output_tokens: int
+) -> None:
+    """Ends the run with the reply (in OpenAI's shape, which LangSmith renders), tokens and ``cache_hit``."""
     run.metadata["cache_hit"] = cached
     run.end(
         outputs={
             "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage_metadata": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                               "total_tokens": input_tokens + output_tokens},
+            "usage_metadata": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            },
         },
         error=error,
     )

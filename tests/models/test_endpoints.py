@@ -26,17 +26,23 @@ MESSAGES = [{"role": "user", "content": "Hello there."}]
 
 def test_endpoint_option_parses_name_url_key_variable_and_concurrency() -> None:
     assert parse_endpoint("vllm=http://gpu:8000/v1,key-env=VLLM_KEY,concurrency=16") == Endpoint(
-        name="vllm", url="http://gpu:8000/v1", key_env="VLLM_KEY", concurrency=16)
-    assert parse_endpoint("oai=https://api.openai.com/v1") == Endpoint(name="oai", url="https://api.openai.com/v1")
+        name="vllm", url="http://gpu:8000/v1", key_env="VLLM_KEY", concurrency=16
+    )
+    assert parse_endpoint("oai=https://api.openai.com/v1") == Endpoint(
+        name="oai", url="https://api.openai.com/v1"
+    )
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("vllm", "expected NAME=URL"),
-    ("=http://x/v1", "expected NAME=URL"),
-    ("vllm=gpu:8000", "url"),
-    ("vllm=http://x/v1,key=sk-123", "unknown option 'key=sk-123'"),
-    ("vllm=http://x/v1,concurrency=0", "concurrency"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("vllm", "expected NAME=URL"),
+        ("=http://x/v1", "expected NAME=URL"),
+        ("vllm=gpu:8000", "url"),
+        ("vllm=http://x/v1,key=sk-123", "unknown option 'key=sk-123'"),
+        ("vllm=http://x/v1,concurrency=0", "concurrency"),
+    ],
+)
 def test_bad_endpoint_option_is_one_line_naming_it(text: str, problem: str) -> None:
     with pytest.raises(PersonagraphError, match=problem) as info:
         parse_endpoint(text)
@@ -63,20 +69,32 @@ def test_route_resolves_flags_then_settings_then_environment(monkeypatch: pytest
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     monkeypatch.setenv("VLLM_KEY", "sk-vllm")
-    settings = ModelSettings(concurrency=8, endpoints=["vllm=http://gpu:8000/v1,key-env=VLLM_KEY,concurrency=3",
-                                                       "ollama=http://box:11434/v1"])
+    settings = ModelSettings(
+        concurrency=8,
+        endpoints=["vllm=http://gpu:8000/v1,key-env=VLLM_KEY,concurrency=3", "ollama=http://box:11434/v1"],
+    )
     hosted = resolve_route(parse_spec("openai:gpt-4o"), settings)
     assert (hosted.url, hosted.api_key, hosted.cache_url, hosted.structured) == (
-        "https://api.openai.com/v1", "sk-env", "", "json_schema")
+        "https://api.openai.com/v1",
+        "sk-env",
+        "",
+        "json_schema",
+    )
     vllm = resolve_route(parse_spec("openai@vllm:qwen"), settings)
     assert (vllm.url, vllm.api_key, vllm.concurrency, vllm.structured) == (
-        "http://gpu:8000/v1", "sk-vllm", 3, "json_object")
+        "http://gpu:8000/v1",
+        "sk-vllm",
+        3,
+        "json_object",
+    )
     ollama = resolve_route(parse_spec("openai@ollama:llama3"), settings)
     assert (ollama.api_key, ollama.concurrency) == ("", 8)  # no key-env: the OpenAI key is never sent there
     # every model of a self-hosted endpoint shares its limit; a hosted service limits each model
     assert vllm.limit_key == resolve_route(parse_spec("openai@vllm:other"), settings).limit_key
     assert hosted.limit_key != resolve_route(parse_spec("openai:gpt-4o-mini"), settings).limit_key
-    flagged = resolve_route(parse_spec("openai:m"), settings.model_copy(update={"base_url": "http://flag/v1"}))
+    flagged = resolve_route(
+        parse_spec("openai:m"), settings.model_copy(update={"base_url": "http://flag/v1"})
+    )
     assert flagged.url == flagged.cache_url == "http://flag/v1"
     with pytest.raises(PersonagraphError, match="no endpoint named 'gpu' \\(defined: vllm, ollama\\)"):
         resolve_route(parse_spec("openai@gpu:m"), settings)
@@ -88,7 +106,9 @@ def test_route_resolves_flags_then_settings_then_environment(monkeypatch: pytest
         resolve_route(parse_spec("openai:gpt-4o"), ModelSettings())
 
 
-async def test_openai_base_url_alone_is_part_of_the_cache_key(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_base_url_alone_is_part_of_the_cache_key(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bug this fixes: with only OPENAI_BASE_URL set, two endpoints shared cache entries."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with start_in_thread() as first, start_in_thread() as second:
@@ -111,10 +131,16 @@ async def test_one_eval_sends_each_role_to_its_own_endpoint_within_its_limit(
     with start_in_thread(delay=0.02) as agents, start_in_thread(delay=0.02) as judges:
         summary = await aevaluate(
             ["A 70-year-old retired cowboy from Texas", "A pediatric nurse from Ohio"],
-            models=["openai@agents:agent-model"], judges=["openai@judges:judge-model"],
-            endpoints=[f"agents={agents.base_url},concurrency=2",
-                       f"judges={judges.base_url},key-env=JUDGE_SERVER_KEY,concurrency=3"],
-            run_dir=run_dir, environments=2, questions_per_task=2, concurrency=16,
+            models=["openai@agents:agent-model"],
+            judges=["openai@judges:judge-model"],
+            endpoints=[
+                f"agents={agents.base_url},concurrency=2",
+                f"judges={judges.base_url},key-env=JUDGE_SERVER_KEY,concurrency=3",
+            ],
+            run_dir=run_dir,
+            environments=2,
+            questions_per_task=2,
+            concurrency=16,
         )
         assert summary.exit_code == 0
         assert "openai@agents:agent-model" in summary.models
@@ -126,7 +152,9 @@ async def test_one_eval_sends_each_role_to_its_own_endpoint_within_its_limit(
         assert by_role.pop("persona") == {"openai@agents:agent-model"}
         assert set().union(*by_role.values()) == {"openai@judges:judge-model"}  # judges and generator roles
         agent_stats, judge_stats = agents.stats(), judges.stats()
-        assert agent_stats.completions == counts["agent"] > 0 and judge_stats.completions == counts["judge"] > 0
+        assert (
+            agent_stats.completions == counts["agent"] > 0 and judge_stats.completions == counts["judge"] > 0
+        )
         assert 1 < agent_stats.max_in_flight <= 2 and 1 < judge_stats.max_in_flight <= 3
     stored = b"".join(p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
     assert b"sk-judge-secret-4242" not in stored

@@ -1,0 +1,148 @@
+"""Every model call is a LangSmith LLM run under the graph node that made it (a local collector stands in
+for LangSmith): over HTTP (``openai@…:``), in process (``test:``), from the cache, embedded (``local:``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import langsmith
+import pytest
+from langsmith_collector import Collector
+
+from bench.fake_openai import start_in_thread
+from personagraph.models import ModelClient
+from personagraph.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = {
+    "select",
+    "write_task_questions",
+    "answer",
+    "exemplars",
+    "judge",
+}  # the graph's nodes that call models
+
+
+def _traced(collector: Collector, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LANGSMITH_TRACING": "true",
+        "LANGSMITH_ENDPOINT": collector.url,
+        "LANGSMITH_API_KEY": "lsv2-test-key",
+        "LANGSMITH_PROJECT": "personagraph-test",
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "personagraph.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _llm_runs_by_node(collector: Collector) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    runs = collector.runs
+    llm = collector.of_type("llm")
+    return llm, {run["id"]: runs.get(str(run.get("parent_run_id")), {}) for run in llm}
+
+
+def test_every_model_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with start_in_thread() as server, Collector() as collector:
+        command = [
+            "eval",
+            "--persona",
+            "A 70-year-old retired cowboy from Texas",
+            "-m",
+            "openai@fake:agent",
+            "-j",
+            "test:j1",
+            "--environments",
+            "1",
+            "--questions-per-task",
+            "1",
+            "--run-dir",
+            str(run_dir),
+            "--endpoint",
+            f"fake={server.base_url}",
+        ]
+        first = _traced(collector, *command)
+        assert first.returncode == 0, first.stderr
+        summary = json.loads((run_dir / "summary.json").read_text())
+        llm, parents = _llm_runs_by_node(collector)
+        assert len(llm) == summary["llm_calls"] + summary["cache_hits"] > 0  # one run per call, no more
+        by_model = {
+            m: [r for r in llm if r["extra"]["metadata"]["ls_model_name"] == m] for m in ("agent", "j1")
+        }
+        assert len(by_model["agent"]) == server.stats().completions > 0  # the HTTP path is traced
+        assert len(by_model["j1"]) == len(llm) - len(by_model["agent"]) > 0  # the in-process test: model too
+        for run in llm:
+            meta = run["extra"]["metadata"]
+            assert parents[run["id"]].get("name") in NODES, (run["name"], parents[run["id"]].get("name"))
+            assert meta["role"] in run["tags"] and meta["cache_hit"] is False
+            assert meta["ls_provider"] == ("openai" if meta["ls_model_name"] == "agent" else "test")
+            usage = run["outputs"]["usage_metadata"]
+            assert (
+                usage["input_tokens"] > 0
+                and usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+            )
+            assert run["start_time"] and run["end_time"]  # LangSmith's latency
+        roles = {(parents[r["id"]]["name"], r["extra"]["metadata"]["role"]) for r in llm}
+        assert ("answer", "persona") in roles and ("judge", "judge") in roles
+        assert not any(
+            run.get("run_type") == "llm" and run["name"].startswith("Scripted")
+            for run in collector.runs.values()
+        )  # not traced twice through LangChain
+
+        collector.runs.clear()
+        again = _traced(collector, *command)  # resumed: a finished run makes no call, so nothing is traced
+        assert again.returncode == 0, again.stderr
+        assert json.loads((run_dir / "summary.json").read_text())["llm_calls"] == 0 and not collector.of_type(
+            "llm"
+        )
+
+
+async def test_cache_hits_are_traced_as_such_under_the_current_run(run_dir: Path) -> None:
+    with Collector() as collector:
+        client = langsmith.Client(api_url=collector.url, api_key="lsv2-test-key")
+        with langsmith.tracing_context(enabled=True, client=client, project_name="personagraph-test"):
+            async with langsmith.trace("node", run_type="chain") as node:
+                for _ in range(2):
+                    model = ModelClient.create("test:j1", "judge", store=RunStore(run_dir))
+                    await model.complete([{"role": "user", "content": "Rate this."}])
+        client.flush()
+        llm = sorted(collector.of_type("llm"), key=lambda run: run["start_time"])
+        assert [run["extra"]["metadata"]["cache_hit"] for run in llm] == [False, True]
+        assert all(str(run["parent_run_id"]) == str(node.id) for run in llm)
+        assert llm[1]["outputs"]["usage_metadata"] == llm[0]["outputs"]["usage_metadata"]  # the stored counts
+
+
+@pytest.mark.embedded
+def test_an_embedded_model_call_is_traced(tmp_path: Path) -> None:
+    with Collector() as collector:
+        done = _traced(
+            collector,
+            "ask",
+            "--persona",
+            "A pediatric nurse",
+            "--model",
+            "local:qwen2.5-coder-0.5b",
+            "--max-tokens",
+            "8",
+            "Hello?",
+        )
+        assert done.returncode == 0, done.stderr
+        [run] = collector.of_type("llm")
+        assert (
+            run["extra"]["metadata"]["ls_provider"] == "local"
+            and run["outputs"]["usage_metadata"]["output_tokens"]
+        )
