@@ -12,10 +12,12 @@ from typing import Any
 
 from personagraph.agents.user_sim import LEVELS
 from personagraph.errors import PersonagraphError
-from personagraph.files import read_jsonl, read_text
+from personagraph.files import read_jsonl, read_text, safe_id
+from personagraph.personas import MAX_PERSONA_CHARS
 from personagraph.schemas import short_id, slug
 
 TRANSCRIPT_FORMAT = "personagraph-transcript/1"
+_HEADER_TEXTS = ("persona", "user_persona", "scenario", "agent", "user")  # header fields that must be text
 
 
 def _md(text: str) -> str:
@@ -130,6 +132,19 @@ def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
     return jsonl, md
 
 
+def _checked_header(header: dict[str, Any], where: str) -> dict[str, Any]:
+    """A transcript header whose id can name files (a safe slug) and whose texts are text of a sane size."""
+    if header.get("id") is not None:
+        safe_id(header["id"], f"{where}: id")
+    for field in _HEADER_TEXTS:
+        value = header.get(field)
+        if value is not None and not isinstance(value, str):
+            raise PersonagraphError(f"{where}: {field}: expected text, got {type(value).__name__}")
+    if len(header.get("persona") or "") > MAX_PERSONA_CHARS:
+        raise PersonagraphError(f"{where}: persona: longer than {MAX_PERSONA_CHARS} characters")
+    return header
+
+
 def read_transcript(path: str | Path) -> dict[str, Any]:
     """Reads a transcript JSONL (``simulate``/``chat`` output, or plain ``{"role", "content"}`` lines)
     into ``{id, persona, agent, user, ..., turns}``.
@@ -145,7 +160,7 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
     for number, item in read_jsonl(path, text=raw, objects=True):
         kind = item.get("type", "turn")
         if kind == "header":
-            header = item
+            header = _checked_header(item, f"{path}:{number}")
             continue
         if kind != "turn":
             continue
@@ -156,7 +171,9 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
         if role not in ("user", "assistant") or not isinstance(text, str):
             raise PersonagraphError(f"{path}:{number}: a turn needs role user/assistant and a text")
         if "index" in item:
-            index = int(item["index"])
+            index = item["index"]
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise PersonagraphError(f"{path}:{number}: index: expected a whole number, got {index!r}")
         elif role == "user" or index == 0:
             index += 1
         turns.append(

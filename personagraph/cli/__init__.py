@@ -8,9 +8,8 @@ import logging
 import pkgutil
 import sys
 
-import click
 import typer
-from click.exceptions import NoArgsIsHelpError
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 
 from personagraph.cli._common import console, fail, readable_help, state
 from personagraph.version import __version__
@@ -54,11 +53,11 @@ def main() -> None:
     except NoArgsIsHelpError as exc:
         exc.show()
         code = exc.exit_code
-    except click.UsageError as exc:
+    except UsageError as exc:
         code = fail(exc.format_message()).exit_code
-    except click.ClickException as exc:
+    except ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except click.Abort:
+    except typer.Abort:
         code = 1
     sys.exit(code if isinstance(code, int) else 0)

@@ -135,7 +135,8 @@ def model_settings(base_url: str | None, api_key: str | None, endpoints: list[st
     try:
         return ModelSettings(base_url=base_url, api_key=key, endpoints=endpoints or [], **fields)
     except ValueError as exc:
-        raise PersonagraphError(f"bad model setting: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+        first = exc.errors()[0]
+        raise ConfigError(str(first["loc"][0]), first["msg"].removeprefix("Value error, ")) from None  # names the flag
 
 
 def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:

@@ -62,9 +62,13 @@ def read_table(
 
 
 def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]]) -> None:
-    """Writes records as JSONL (UTF-8, one object per line), creating parent folders."""
+    """Writes records as JSONL (UTF-8, one object per line), creating parent folders; the file appears
+    whole or not at all (written beside it, then renamed), so a failure leaves no truncated output."""
     path = Path(path)
+    if path.is_dir():
+        raise PersonagraphError(f"{path}: is a directory; give a file to write")
+    text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)

@@ -266,6 +266,12 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
 
 
 # --- running sessions ---------------------------------------------------------------------------------
+def check_checkpoint_url(url: str | None) -> None:
+    """Refuses a checkpoint URL that is not Postgres (before the run directory is created)."""
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        raise PersonagraphError(f"--checkpoint-url {redact_url(url)}: expected postgresql://…")
+
+
 @asynccontextmanager
 async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncIterator[Any]:
     """The session checkpointer: SQLite in the run directory, or Postgres for ``postgresql://`` URLs."""
@@ -273,8 +279,7 @@ async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncItera
         async with AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite")) as saver:
             yield saver
         return
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise PersonagraphError(f"--checkpoint-url {redact_url(url)}: expected postgresql://…")
+    check_checkpoint_url(url)
     try:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # optional: the 'postgres' extra
     except ImportError:
@@ -402,6 +407,7 @@ async def run(
     check_self_judging(config.judges, agent_name, config.allow_self_judging)
     plugin_agent = load_agent(config.agent) if agent is None and config.agent else None
     plugin_user = load_agent(config.user_agent) if user is None and config.user_agent else None
+    check_checkpoint_url(checkpoint_url)
     with Run(KIND, run_dir, config) as the_run:
         _record_meta(the_run, checkpoint_url, "simulate")
         the_run.record(

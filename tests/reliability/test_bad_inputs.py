@@ -1,0 +1,220 @@
+"""The red-team's bad inputs (../shared/findings/bad-inputs-2026-11-30.md), one test per class of case.
+
+Every bad input ends in exit 2 with one line naming the file, field or value, leaves nothing behind
+(no run directory, bank or output file) and never hangs; the bracket cases are valid input and exit 0.
+Commands run in-process through the console entry point (``personagraph.cli.main``), except where a
+case needs a real terminal stdin or could hang (FIFOs): those run as a subprocess with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from personagraph.cli import main
+
+EVAL = ["eval", "-m", "test:agent", "-j", "test:judge", "--questions-per-task", "1", "--environments", "1",
+        "--run-dir", "rd"]
+Files = dict[str, str | Callable[[Path], None]]
+
+
+@dataclass
+class Case:
+    id: str
+    argv: list[str]
+    files: Files = field(default_factory=dict)
+    names: str = ""  # what the one error line must name
+    left: tuple[str, ...] = ("rd", "md", "out.jsonl")  # must not exist afterwards
+    code: int = 2
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _deep(depth: int = 50_000) -> str:
+    return "[" * depth + "]" * depth + "\n"
+
+
+def _run(case: Case, cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Creates the case's files, runs the command in-process, checks the exit code; returns the output lines."""
+    for name, content in case.files.items():
+        path = cwd / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content(path) if callable(content) else path.write_text(content, encoding="utf-8")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["personagraph", "-q", *case.argv])
+    with pytest.raises(SystemExit) as done:
+        main()
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert done.value.code == case.code, lines
+    assert not any("internal error" in line or "Traceback" in line for line in lines), lines
+    return lines
+
+
+def _check_refused(case: Case, cwd: Path, lines: list[str]) -> None:
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert case.names in lines[0], lines
+    assert not [name for name in case.left if (cwd / name).exists()], f"left behind: {lines}"
+
+
+# --- input files: size, special files, nesting, surrogates, empty and duplicate content ----------------
+def _surrogate_benchmark(path: Path) -> None:
+    path.write_text('{"Expected Action": ["What do you do \\ud800 today?"]}')
+
+
+FILE_CASES = [
+    Case("P14-deep-nesting", [*EVAL, "--personas", "p.jsonl"], {"p.jsonl": _deep()}, "p.jsonl"),
+    Case("P28-dev-zero", [*EVAL, "--personas", "/dev/zero"], names="/dev/zero"),
+    Case("B16-dup-after-normalising", [*EVAL, "--benchmark", "b"],
+         {"b/A farmer.json": '{"Expected Action": ["Q1?"]}', "b/A  farmer.json": '{"Expected Action": ["Q2?"]}'},
+         "farmer"),
+    Case("B17-empty-question-lists", [*EVAL, "--benchmark", "b"], {"b/A farmer.json": '{"Expected Action": []}'},
+         "A farmer.json"),
+    Case("B18-lone-surrogate-question", [*EVAL, "--benchmark", "b"], {"b/A farmer.json": _surrogate_benchmark},
+         "A farmer.json"),
+    Case("B19-deep-nesting", [*EVAL, "--benchmark", "b"], {"b/A farmer.json": _deep()}, "A farmer.json"),
+    Case("M18-lone-surrogate-response", ["meta-eval", "-j", "test:judge", "--run-dir", "rd", "--resamples", "100",
+                                         "--items", "i.jsonl"],
+         {"i.jsonl": '{"persona": "A nurse", "question": "Q?", "response": "\\ud800", "human_score": 3}\n'}, "i.jsonl"),
+    Case("S08-lone-surrogate", ["score", "--metrics", "dist", "--output", "out.jsonl", "--input", "in.jsonl"],
+         {"in.jsonl": '{"response": "fine \\ud800"}\n'}, "in.jsonl"),
+    Case("S09-output-is-dir", ["score", "--metrics", "dist", "-o", "odir", "-i", "in.jsonl"],
+         {"in.jsonl": '{"response": "fine words here"}\n', "odir/keep": "x"}, "odir"),
+    Case("S10-deep-nesting", ["score", "--metrics", "dist", "--output", "out.jsonl", "--input", "in.jsonl"],
+         {"in.jsonl": _deep()}, "in.jsonl"),
+]
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=lambda c: c.id)
+def test_bad_input_files(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
+    _check_refused(case, tmp_path, _run(case, tmp_path, capsys, monkeypatch))
+
+
+FIFO_CASES = [
+    Case("P25-fifo-no-writer", [*EVAL, "--personas", "fifo.txt"], {"fifo.txt": _fifo}, "fifo.txt"),
+    Case("B14-fifo-json", [*EVAL, "--benchmark", "b"], {"b/A farmer.json": _fifo}, "A farmer.json"),
+]
+
+
+@pytest.mark.parametrize("case", FIFO_CASES, ids=lambda c: c.id)
+def test_special_files_are_refused_without_hanging(case: Case, tmp_path: Path) -> None:
+    for name, make in case.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        make(tmp_path / name)  # type: ignore[operator]
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *case.argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    _check_refused(case, tmp_path, [line for line in done.stderr.splitlines() if line.strip()])
+
+
+# --- memory files: checked whole before a bank exists ------------------------------------------------
+IMPORT = ["memory", "import", "--user", "bart", "--memory-dir", "md", "m.jsonl"]
+MEMORY_CASES = [
+    Case("Mem01-empty-file", IMPORT, {"m.jsonl": ""}, "m.jsonl"),
+    Case("Mem02-missing-event", IMPORT, {"m.jsonl": '{"id": "1"}\n'}, "m.jsonl:1: event"),
+    Case("Mem03-blank-event", IMPORT, {"m.jsonl": '{"id": "1", "event": "  "}\n'}, "m.jsonl:1: event"),
+    Case("Mem04-madial-no-user", ["memory", "import", "--memory-dir", "md", "m.jsonl"],
+         {"m.jsonl": '{"1": {"time": "t", "scene": "s", "emotion": "e", "event": "went out"}}\n'}, "m.jsonl:1"),
+    Case("Mem05-duplicate-id", IMPORT, {"m.jsonl": '{"id": "1", "event": "a"}\n{"id": "1", "event": "b"}\n'},
+         "m.jsonl:2"),
+    Case("Mem06-invalid-json", IMPORT, {"m.jsonl": "{id: 1}\n"}, "m.jsonl:1: invalid JSON"),
+    Case("Mem07-event-number", IMPORT, {"m.jsonl": '{"id": "1", "event": 5}\n'}, "m.jsonl:1: event"),
+    Case("Mem08-metadata-list", IMPORT, {"m.jsonl": '{"id": "1", "event": "a", "metadata": [1]}\n'},
+         "m.jsonl:1: metadata"),
+    Case("Mem10-lone-surrogate", IMPORT, {"m.jsonl": '{"id": "1", "event": "\\udc80 beach"}\n'}, "m.jsonl:1"),
+    Case("Mem12-id-object", IMPORT, {"m.jsonl": '{"id": {"a": 1}, "event": "a"}\n'}, "m.jsonl:1: id"),
+]
+
+
+@pytest.mark.parametrize("case", MEMORY_CASES, ids=lambda c: c.id)
+def test_bad_memory_files_leave_no_bank(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
+    _check_refused(case, tmp_path, _run(case, tmp_path, capsys, monkeypatch))
+
+
+# --- transcripts: header ids become file names, fields are typed --------------------------------------
+def _transcript(header: dict, index: object = 1) -> str:
+    turns = [{"type": "turn", "index": index, "role": "user", "text": "Howdy"},
+             {"type": "turn", "index": index, "role": "assistant", "text": "Well, hello there."}]
+    return "\n".join(json.dumps(line) for line in [{"type": "header", **header}, *turns]) + "\n"
+
+
+JUDGE = ["judge-session", "-j", "test:judge", "--run-dir", "rd", "t.jsonl"]
+TRANSCRIPT_CASES = [
+    Case("J05-index-not-int", JUDGE, {"t.jsonl": _transcript({"persona": "A cowboy"}, "abc")}, "t.jsonl:2: index"),
+    Case("J06-persona-list", JUDGE, {"t.jsonl": _transcript({"persona": ["A", "cowboy"]})}, "t.jsonl:1: persona"),
+    Case("J07-id-path-traversal", JUDGE, {"t.jsonl": _transcript({"id": "../../../ESCAPED-J07", "persona": "A cowboy"})},
+         "t.jsonl:1: id", ("rd", "../ESCAPED-J07.md", "../../ESCAPED-J07.md", "../../../ESCAPED-J07.md")),
+    Case("J10-index-null", JUDGE, {"t.jsonl": _transcript({"persona": "A cowboy"}, None)}, "t.jsonl:2: index"),
+    Case("J11-absolute-id", JUDGE, {"t.jsonl": _transcript({"id": "/tmp/ABSOLUTE-ESCAPE", "persona": "A cowboy"})},
+         "t.jsonl:1: id", ("rd", "/tmp/ABSOLUTE-ESCAPE.md", "/tmp/ABSOLUTE-ESCAPE.jsonl")),
+    Case("J12-persona-too-long", JUDGE, {"t.jsonl": _transcript({"persona": "cowboy " * 1000})}, "t.jsonl:1: persona"),
+]
+
+
+@pytest.mark.parametrize("case", TRANSCRIPT_CASES, ids=lambda c: c.id)
+def test_bad_transcripts_are_refused_and_write_nothing(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
+    _check_refused(case, tmp_path, _run(case, tmp_path, capsys, monkeypatch))
+
+
+# --- option values: one line naming the flag (not click's usage box), nothing created -----------------
+SIMULATE = ["simulate", "-p", "A nurse", "-m", "test:a", "--user-model", "test:u", "-j", "test:j", "--run-dir", "rd"]
+NURSE_EVAL = ["eval", "-m", "test:agent", "-j", "test:judge", "--persona", "A nurse", "--run-dir", "rd"]
+OPTION_CASES = [
+    Case("O01-concurrency-negative", [*NURSE_EVAL, "--concurrency", "-1"], names="--concurrency"),
+    Case("O02-concurrency-zero", [*NURSE_EVAL, "--concurrency", "0"], names="--concurrency"),
+    Case("O03-turns-zero", [*SIMULATE, "--turns", "0"], names="--turns"),
+    Case("O08-environments-zero", [*NURSE_EVAL, "--environments", "0"], names="--environments"),
+    Case("O18-checkpoint-url-mysql", [*SIMULATE, "--checkpoint-url", "mysql://u:pw@h/db"], names="--checkpoint-url"),
+    Case("O22-sessions-zero", [*SIMULATE, "--sessions", "0"], names="--sessions"),
+    Case("O23-seed-not-int", [*NURSE_EVAL, "--seed", "abc"], names="--seed"),
+    Case("O24-resamples-5", ["meta-eval", "-j", "test:judge", "--run-dir", "rd", "--items", "i.jsonl",
+                             "--resamples", "5"], {"i.jsonl": "{}\n"}, "--resamples"),
+    Case("O25-base-url-garbage", ["eval", "-m", "openai:fake", "-j", "test:j", "--persona", "A nurse",
+                                  "--questions-per-task", "1", "--environments", "1", "--run-dir", "rd",
+                                  "--base-url", "not a url"], names="--base-url"),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=lambda c: c.id)
+def test_bad_option_values_are_one_line(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
+    lines = _run(case, tmp_path, capsys, monkeypatch)
+    _check_refused(case, tmp_path, lines)
+    assert "pw" not in lines[0]
+
+
+# --- brackets in ids, names and memory text: valid input, printed as typed ----------------------------
+def test_brackets_are_text_not_markup(tmp_path: Path, capsys, monkeypatch) -> None:
+    memory = '{"id": "1", "event": "went to the [/] beach [bold]x[/bold]"}\n'
+    lines = _run(Case("K02-memory-import-file-brackets", ["memory", "import", "--user", "bart", "--memory-dir", "md",
+                                                         "m[/].jsonl"], {"m[/].jsonl": memory}, code=0),
+                 tmp_path, capsys, monkeypatch)
+    assert lines == ["imported 1 memories from m[/].jsonl"]
+    lines = _run(Case("K03-memory-search-event-brackets", ["memory", "search", "--user", "bart", "--memory-dir", "md",
+                                                          "--method", "bm25", "beach"], code=0),
+                 tmp_path, capsys, monkeypatch)
+    assert any("went to the [/] beach [bold]x[/bold]" in line for line in lines), lines
+    lines = _run(Case("K06-memory-user-brackets", ["memory", "delete", "--user", "u[/]", "--all", "--memory-dir", "md"],
+                      code=0), tmp_path, capsys, monkeypatch)
+    assert lines == ["deleted 0 memories of user u[/]"]
+    csv = 'personas,context,act_response\n"i am a nurse.",User1: hi?,Hello.\n'
+    lines = _run(Case("K05-persobench-model-brackets", ["persobench", "--data", "d.csv", "-m", "test:x[/]",
+                                                       "--metrics", "dist", "--run-dir", "pb"], {"d.csv": csv}, code=0),
+                 tmp_path, capsys, monkeypatch)
+    assert any("test:x[/]" in line for line in lines), lines
+
+
+def test_chat_with_brackets_in_the_persona(tmp_path: Path) -> None:  # K01: reads a real stdin
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "chat", "-p", "A gamer who types [/] a lot",
+                           "-m", "test:a", "--run-dir", "rd"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "Chatting with test:a as: A gamer who types [/] a lot" in done.stdout
