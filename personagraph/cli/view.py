@@ -34,7 +34,8 @@ def view_command(
 
     def body() -> None:
         from personagraph.report.load import load_runs
-        from personagraph.report.tables import EXPORT_FORMATS, export, headline_tables
+        from personagraph.report.headlines import headline_tables
+        from personagraph.report.tables import EXPORT_FORMATS, export
         from personagraph.report.view import view
 
         if format not in ("table", *EXPORT_FORMATS):

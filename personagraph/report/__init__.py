@@ -16,7 +16,7 @@ _EXPORTS = {
     "build_report": "html", "write_report": "html",
     "Comparison": "compare", "compare_runs": "compare",
     "Run": "load", "load_run": "load", "load_runs": "load",
-    "EXPORT_FORMATS": "tables", "Table": "tables", "export": "tables", "headline_tables": "tables",
+    "EXPORT_FORMATS": "tables", "Table": "tables", "export": "tables", "headline_tables": "headlines",
     "render_summary": "view",
 }
 

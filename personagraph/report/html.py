@@ -8,7 +8,6 @@ run — model output above all — goes through :func:`html.escape` (charts esca
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 import uuid
 from collections.abc import Callable
@@ -18,21 +17,18 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from personagraph.version import __version__
 from personagraph.errors import PersonagraphError
+from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
+from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run, load_runs
-from personagraph.redact import redact_text
-from personagraph.report.sections import judge_check_of, judge_validity_tables, judge_verdicts
-from personagraph.report.tables import Column, Table, fmt, headline_tables
+from personagraph.report.markup import esc, kv_html, table_html
+from personagraph.report.sections import BUILDERS, judge_check_of, judge_validity_tables, judge_verdicts
+from personagraph.report.tables import Column, Table, fmt
 from personagraph.report.view import usage_table
 from personagraph.schemas import TASK_NAMES
-
-
-def esc(value: Any) -> str:
-    """Run data as HTML text (``None`` → "—")."""
-    return "—" if value is None else html.escape(str(value), quote=True)
+from personagraph.version import __version__
 
 
 @dataclass
@@ -67,26 +63,6 @@ def _template(name: str) -> str:
 
 
 # --- generic HTML pieces -------------------------------------------------------------------------------
-def table_html(table: Table, *, caption: bool = False) -> str:
-    """A :class:`Table` as an HTML table; numbers right-aligned and formatted, everything escaped."""
-    head = "".join(f'<th class="{"" if c.fmt == "text" else "num"}">{esc(c.label)}</th>' for c in table.columns)
-    body = []
-    for row in table.rows:
-        cls = ' class="total"' if row.get("_total") else ""
-        cells = "".join(
-            f'<td class="{"" if c.fmt == "text" else "num"}">{esc(fmt(row.get(c.key), c.fmt))}</td>'
-            for c in table.columns
-        )
-        body.append(f"<tr{cls}>{cells}</tr>")
-    title = f"<h3>{esc(table.title)}</h3>" if caption else ""
-    note = f'<p class="note">{esc(table.note)}</p>' if table.note else ""
-    return f'{title}<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}'
-
-
-def kv_html(pairs: list[tuple[str, Any]]) -> str:
-    return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
-
-
 def _when(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
@@ -171,6 +147,9 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
             parts.append(table_html(table, caption=True))
     extra = []
     for run in runs:
+        outcome = _outcome_line(run) if run.is_eval else None
+        if outcome:
+            extra.append(f'<p class="bad">⚠ {esc(outcome)}</p>')
         for line, warn in judge_verdicts(judge_check_of(run)) if run.is_eval else []:
             extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
                          f"Judge validity of {esc(run.name)}: {esc(line)}</p>")
@@ -185,6 +164,20 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
                     + f" · failed verdicts {run.summary.get('failed_verdicts', 0)} of {run.summary.get('verdicts', 0)}")
             extra.append(f'<p class="note">{esc(text)}</p>')
     return Section("headline", "Headline", "".join(parts) + "".join(extra))
+
+
+def _outcome_line(run: Run) -> str | None:
+    """Failed items, incomplete persona units and shortfalls of an eval run, beside its scores (None: none)."""
+    failures = len(run.summary.get("failures") or [])
+    incomplete = run.summary.get("incomplete") or 0
+    short = len(run.summary.get("shortfalls") or [])
+    if not (failures or incomplete or short):
+        return None
+    parts = [f"{failures} failed items"] * bool(failures) + [f"{incomplete} incomplete personas"] * bool(incomplete)
+    parts += [f"{short} selections/question lists short of the requested count"] * bool(short)
+    missing = [m for m, r in (run.summary.get("models") or {}).items() if isinstance(r, dict) and r.get("incomplete")]
+    parts += [f"PersonaScore incomplete for {', '.join(missing)}"] * bool(missing)
+    return f"Outcome of {run.name}: " + " · ".join(parts) + " (listed below; re-running the same command retries them)"
 
 
 def _model_label(run: Run, model: str, several: bool) -> str:
@@ -337,13 +330,14 @@ def _usage(run: Run, page: Page) -> str:
 
 
 def _errors(run: Run, page: Page) -> str:
-    errors = run.summary.get("errors") or [row for row in run.rows("error")][:50]
-    if not errors:
+    failures = [f for f in run.summary.get("failures") or [] if isinstance(f, dict)]
+    if not failures:
         return ""
-    body = "".join(f"<tr><td>{esc(e.get('stage'))}</td><td>{esc(e.get('task') or e.get('persona_id'))}</td>"
-                   f"<td class=\"text\">{esc(e.get('error'))}</td></tr>" for e in errors if isinstance(e, dict))
-    return (f"<details><summary>{len(errors)} error(s) recorded</summary><div class=\"scroll\"><table><thead><tr>"
-            f"<th>stage</th><th>where</th><th>error</th></tr></thead><tbody>{body}</tbody></table></div></details>")
+    body = "".join(f"<tr><td>{esc(f.get('stage'))}</td><td>{esc(f.get('item'))}</td><td>{esc(f.get('model'))}</td>"
+                   f"<td class=\"text\">{esc(f.get('reason'))}</td></tr>" for f in failures)
+    return (f"<details><summary>{len(failures)} failed item(s)</summary><div class=\"scroll\"><table><thead><tr>"
+            f"<th>stage</th><th>item</th><th>model</th><th>reason</th></tr></thead><tbody>{body}</tbody></table>"
+            "</div></details>")
 
 
 def _config(run: Run, page: Page) -> str:
@@ -392,12 +386,10 @@ RunSection = Callable[[Run, Page], str]
 
 def run_sections(run: Run, page: Page, *, lowest: int = 10) -> list[str]:
     """The HTML parts of one run, in page order; parts without data are empty and left out."""
-    from personagraph.report import sections
-
     parts: list[str] = []
     if run.is_eval:
         parts += [_distributions(run, page), _per_persona(run, page), _lowest(run, page, lowest)]
-    parts += [builder(run, page) for builder in sections.BUILDERS]
+    parts += [builder(run, page) for builder in BUILDERS]
     parts += [_judge_validity(run)]
     parts += [_usage(run, page), _errors(run, page), _config(run, page)]
     return [part for part in parts if part]

@@ -17,6 +17,7 @@ import numpy as np
 
 from personagraph.report import charts
 from personagraph.report.load import BEHAVIOR_KINDS, Run
+from personagraph.report.markup import esc, kv_html, table_html
 from personagraph.report.tables import Column, Table
 from personagraph.runs.judge_check import SUMMARY_FILE
 
@@ -152,7 +153,6 @@ def session_table(run: Run) -> Table | None:
 
 
 def _turn_html(entry: dict[str, Any], broke: bool) -> str:
-    from personagraph.report.html import esc
 
     meta = []
     if entry.get("level") is not None:
@@ -173,7 +173,6 @@ def _turn_html(entry: dict[str, Any], broke: bool) -> str:
 
 
 def _transcript(record: dict[str, Any]) -> str:
-    from personagraph.report.html import esc, kv_html
 
     brk = record.get("break") or {}
     head = kv_html([(k, record.get(k)) for k in ("persona", "agent", "user", "user_persona", "scenario")
@@ -207,7 +206,6 @@ def _level_bands(records: list[dict[str, Any]]) -> list[tuple[float, float, int]
 
 
 def sessions_section(run: Run, page: Any) -> str:
-    from personagraph.report.html import esc, kv_html, table_html
 
     records = sessions(run)
     if not records:
@@ -375,7 +373,6 @@ def memory_table(run: Run) -> Table | None:
 
 
 def _madial_item(response: dict[str, Any], verdict: dict[str, Any], total: float | None) -> str:
-    from personagraph.report.html import esc
 
     scores = verdict.get("scores") or {}
     lines = "".join(
@@ -397,7 +394,6 @@ def _madial_item(response: dict[str, Any], verdict: dict[str, Any], total: float
 
 
 def _madial_section(run: Run, page: Any, limit: int = 5) -> str:
-    from personagraph.report.html import esc
 
     table = madial_table(run)
     if table is None:

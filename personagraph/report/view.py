@@ -16,7 +16,8 @@ from rich.text import Text
 from personagraph.report.cost import cost_rows, total_cost
 from personagraph.report.load import Run
 from personagraph.report.sections import judge_check_of, judge_validity_tables, judge_verdicts
-from personagraph.report.tables import Table, fmt, headline_tables
+from personagraph.report.headlines import headline_tables
+from personagraph.report.tables import Table, fmt
 from personagraph.schemas import TASK_NAMES
 from personagraph.terminal import key_column
 
