@@ -11,6 +11,8 @@ from pathlib import Path
 
 from bench.fake_openai import start_in_thread
 from personagraph.models import ModelSettings
+from personagraph.report.html import build_report
+from personagraph.report.load import load_run
 from personagraph.runs.base import EXIT_INCOMPLETE, ProgressEvent
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
@@ -46,6 +48,8 @@ async def test_an_eval_through_an_outage_finishes_every_item_after_one_rerun(run
         assert {f.stage for f in first.failures} >= {"answers"}
         assert all(f.model and "HTTP 503" in f.reason for f in first.failures)
         assert first.personas_finished < 2
+        page = build_report([load_run(run_dir)])  # the outcome beside the scores, and every failed item
+        assert f": {len(first.failures)} failed items" in page and f"{len(first.failures)} failed item(s)" in page
         server.start_outage(0)
         server.reset()
         second = await run_eval(_config(), run_dir, settings=settings)
