@@ -24,6 +24,7 @@ from personagraph.api import (
     simulate,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.judges.base import Judge
 from personagraph.runs.base import FailedItem, ProgressEvent, Summary
 from personagraph.schemas import Persona
 from personagraph.version import __version__
@@ -31,6 +32,7 @@ from personagraph.version import __version__
 __all__ = [
     "Agent",
     "FailedItem",
+    "Judge",
     "Persona",
     "PersonagraphError",
     "ProgressEvent",

@@ -28,7 +28,7 @@ from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.executors.base import UNIT_DONE, UNIT_FAILED, unit_failures, unit_id
-from personagraph.runs.plugins import Plugins, is_plugin_path
+from personagraph.runs.plugins import Plugins, is_plugin_path, load_plugins
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 from personagraph.store import RunStore
 
@@ -43,7 +43,8 @@ class EvalConfig(BaseModel):
     """Everything that defines an evaluation run (recorded in the run directory, without secrets).
 
     ``personas`` accepts plain strings. ``models`` holds model specs and plug-in agents' names
-    (``module:attr`` paths, or the names of agent objects passed to :func:`run`).
+    (``module:attr`` paths, or the names of agent objects passed to :func:`run`); ``judges`` holds model
+    specs and plug-in judges' ``module:attr`` paths (see ``judges/base.py``).
     """
 
     personas: list[Persona] = Field(min_length=1)
@@ -186,8 +187,9 @@ async def run(
             raise PersonagraphError(f"agents: {agent.name!r} is not in models; list its name there")
     named = {agent.name for agent in objects}
     plugins, _ = Plugins.from_paths(m for m in config.models if m not in named and is_plugin_path(m))
+    plugin_judges = load_plugins(j for j in config.judges if is_plugin_path(j))  # a bad path fails here
     for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
-        if spec not in named and spec not in plugins.paths:
+        if spec not in named and spec not in plugins.paths and spec not in {j.name for j in plugin_judges}:
             parse_spec(spec)
     for spec in config.judges:
         get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.cached import CachedAgent
 from personagraph.graphs.persona_eval import QUESTION_BATCH, EvalContext
+from personagraph.judges.base import PluginJudge
 from personagraph.models import Meter, ModelClient, ModelSettings
 from personagraph.runs.base import FailedItem
-from personagraph.runs.plugins import Plugins
+from personagraph.runs.plugins import Plugins, is_plugin_path, load_plugins
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
@@ -64,7 +65,7 @@ def build_context(
     """The graph's context for one process: role clients over ``store`` (a RunStore or a proxy of one).
 
     Agents under test are ``plugins`` (loaded here), ``agents`` objects, and a PersonaAgent for every
-    other name in ``config.models``.
+    other name in ``config.models``. Judges are model clients, or plug-in judges for ``module:attr`` names.
     """
     given = [
         CachedAgent(agent, store, meter)
@@ -94,7 +95,12 @@ def build_context(
     return EvalContext(
         store=store,
         agents=agents,
-        judges=[client(spec, "judge", temperature=0.0, max_tokens=200) for spec in config.judges],
+        judges=[
+            PluginJudge(load_plugins([spec], plugins.sys_path if plugins else ())[0])
+            if is_plugin_path(spec)
+            else client(spec, "judge", temperature=0.0, max_tokens=200)
+            for spec in config.judges
+        ],
         env_selector=client(generator, "env_selector", temperature=0.0, max_tokens=120),
         question_gen=client(
             generator, "question_gen", temperature=0.7, max_tokens=96 * config.questions_per_task + 64
