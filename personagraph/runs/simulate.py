@@ -73,19 +73,18 @@ from personagraph.judges.session import (
     split_judges,
     turn_numbers,
 )
-from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
-from personagraph.runs.base import Run, Summary, redact_url, synchronous
+from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
 from personagraph.schemas import short_id, slug
 from personagraph.store import RunStore
 from personagraph.transcripts import read_transcript, write_transcript
 
 KIND = "simulate"
 
-DEFAULT_AGENT = "local:qwen2.5-coder-0.5b"
-DEFAULT_USER = "local:qwen2.5-coder-1.5b"
-DEFAULT_JUDGE = "local:qwen2.5-coder-1.5b"
+DEFAULT_AGENT = DEFAULT_MODEL  # the defaults live in models/spec.py
+DEFAULT_USER = DEFAULT_JUDGE  # the simulated user: the larger embedded model
 PROMPTS = ("persona", "user_sim", "user_adversarial", "judge", "session_verdict")
 
 
@@ -262,7 +261,16 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
         "first_break_turn_mean": round(float(np.mean([b["turn"] for b in breaks])), 4) if breaks else None,
         "stop_reasons": stops,
     }
-    return SimulateSummary(kind=KIND, sessions=sessions, overall=overall, tokens=store.call_stats())
+    return SimulateSummary(kind=KIND, sessions=sessions, overall=overall, tokens=store.call_stats(),
+                           failures=_failed_turns(records), incomplete=overall["sessions"] - len(finished))
+
+
+def _failed_turns(records: list[dict[str, Any]]) -> list[FailedItem]:
+    """Every agent turn that failed or came back empty, as the outcome's failed items."""
+    return [FailedItem(stage="turns", item=f"{r['id']}/{t.get('index')}", model=r.get("agent") or None,
+                       reason=" ".join(str(t.get("error") or f"{t.get('status')} reply").split())[:300])
+            for r in records for t in r.get("turns", [])
+            if t.get("role") == "assistant" and t.get("status", "ok") != "ok"]
 
 
 # --- running sessions ---------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def test_postgres_checkpointer_errors_are_one_line_without_the_password(run_dir)
     except ImportError:
         assert "needs langgraph-checkpoint-postgres" in result.output
     else:
-        assert "cannot connect" in result.output and "u:***@127.0.0.1:1" in result.output
+        assert "cannot connect" in result.output and "postgresql://[redacted]@127.0.0.1:1" in result.output
     assert "secret" not in result.output and "Traceback" not in result.output
 
 
