@@ -15,9 +15,9 @@ from personagraph.metrics.longlamp import (
     profile_text,
     profile_time,
     retrieve,
-    run_longlamp,
 )
 from personagraph.models.testing import register_script
+from personagraph.runs.longlamp import run as run_longlamp
 
 PROFILE = [
     {"summary": "Solid tent", "reviewText": "Great tent, easy to pitch in the rain.", "unixReviewTime": 100},
