@@ -14,7 +14,7 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
-from personagraph.models import ModelClient
+from personagraph.models import DEFAULT_MODEL, ModelClient
 from personagraph.schemas import Persona
 from personagraph.terminal import plain
 
@@ -22,7 +22,7 @@ from personagraph.terminal import plain
 def ask(
     question: str = typer.Argument(..., help="The question to put to the persona."),
     persona: str = typer.Option(..., "--persona", "-p", help="The persona, as free text."),
-    model: str = typer.Option("local:qwen2.5-coder-0.5b", "--model", "-m", help="Model spec of the persona agent."),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", "-m", help="Model spec of the persona agent."),
     temperature: float = typer.Option(0.7, help="Sampling temperature."),
     max_tokens: int = typer.Option(256, help="Longest answer, in tokens."),
     base_url: str | None = BASE_URL_OPTION,
