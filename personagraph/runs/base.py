@@ -177,8 +177,9 @@ class Run:
         kind: the run kind (``eval``, ``simulate``, …); a directory holding another kind is refused.
         run_dir: the run directory (created if needed; reused to resume).
         config: the run's config, recorded without secrets under ``config_key``.
-        config_key: the meta key of the config (kinds that hold several units in one directory use one
-            key per unit).
+        unit: for kinds whose run directory holds several units (model × mode, …): this run's unit; its
+            config is recorded under ``config:<unit>`` and :meth:`finish_unit` gathers the units' summaries.
+        config_key: the meta key of the config (default ``config``, or ``config:<unit>``).
         exclude: config fields left out of the record (large inputs recorded elsewhere).
         on_progress: receives a :class:`ProgressEvent` whenever a stage's total or count changes.
         summary_file: the file in ``run_dir`` that :meth:`finish` writes.
@@ -191,7 +192,8 @@ class Run:
         run_dir: str | Path,
         config: BaseModel,
         *,
-        config_key: str = "config",
+        unit: str | None = None,
+        config_key: str | None = None,
         exclude: set[str] | None = None,
         on_progress: ProgressHandler | None = None,
         summary_file: str = "summary.json",
@@ -202,7 +204,8 @@ class Run:
         self.config = config
         self.meter = Meter()
         self.summary_file = summary_file
-        self._config_key = config_key
+        self.unit = unit
+        self._config_key = config_key or (f"config:{unit}" if unit else "config")
         self._exclude = exclude or set()
         self._write_behind = write_behind
         self._on_progress = on_progress
@@ -223,7 +226,8 @@ class Run:
             held = self._store.get_meta("kind")
             if held not in (None, self.kind):
                 raise PersonagraphError(
-                    f"--run-dir {self.run_dir}: holds a run of kind {held!r}, not {self.kind}; use another directory"
+                    f"--run-dir {self.run_dir}: holds a run of kind {held!r}, not {self.kind}; "
+                    "use another directory"
                 )
             self._store.set_meta("kind", self.kind)
             config = self.config.model_dump(mode="json", exclude=self._exclude)
@@ -282,10 +286,11 @@ class Run:
             self.write_json(self.summary_file, summary.model_dump(mode="json"))
         return summary
 
-    def finish_unit(self, unit: str, summary: S, *, exclude: Any = None) -> S:
+    def finish_unit(self, summary: S, *, exclude: Any = None) -> S:
         """:meth:`finish` for kinds whose run directory holds several units (model × mode, …): records this
         unit's summary (meta ``summary:<unit>``, without ``exclude``) and writes :attr:`summary_file` with
         every unit's, by unit."""
+        unit = self.unit or "default"
         self.finish(summary, write=False)
         self.store.set_meta(f"summary:{unit}", summary.model_dump(mode="json", exclude=exclude))
         units = self.store.get_meta(f"{self.kind}_units", [])

@@ -77,24 +77,14 @@ async def run(
     parse_spec(config.model)
     ensure_wordnet()
     with Run(
-        KIND,
-        run_dir,
-        config,
-        config_key=f"config:{config.unit}",
-        on_progress=on_progress,
-        summary_file=SUMMARY_FILE,
+        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE
     ) as the_run:
         the_run.record(prompt=load_prompt("longlamp_generation").version)
         store, meter = the_run.store, the_run.meter
         stage = config.unit
+        sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
         client = ModelClient.create(
-            config.model,
-            KIND,
-            store=store,
-            meter=meter,
-            settings=settings,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
+            config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
         done = {r["id"] for r in store.records(f"{KIND}.generation", unit=config.unit)}
         todo = [r for r in records if r.id not in done]
@@ -178,7 +168,7 @@ async def run(
         ]
         slug = config.unit.replace(":", "-").replace("/", "-").replace("|", "_")
         write_jsonl(store.run_dir / f"longlamp_{slug}.jsonl", rows)
-        return the_run.finish_unit(config.unit, summary, exclude={"scores": {"rows"}})
+        return the_run.finish_unit(summary, exclude={"scores": {"rows"}})
 
 
 run_sync = synchronous(run)

@@ -76,24 +76,14 @@ async def run(
     parse_spec(config.model)
     await asyncio.to_thread(prepare, config.score)  # fail before generating if a metric cannot run
     with Run(
-        KIND,
-        run_dir,
-        config,
-        config_key=f"config:{config.unit}",
-        on_progress=on_progress,
-        summary_file=SUMMARY_FILE,
+        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE
     ) as the_run:
         the_run.record(**{f"prompt:{config.mode}": load_prompt(f"persobench_{config.mode}").version})
         store, meter = the_run.store, the_run.meter
         stage = f"{config.model} ({config.mode})"
+        sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
         client = ModelClient.create(
-            config.model,
-            KIND,
-            store=store,
-            meter=meter,
-            settings=settings,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
+            config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
         done = {record["id"] for record in store.records(f"{KIND}.generation", unit=config.unit)}
         the_run.expect(stage, sum(item.id not in done for item in items))
@@ -158,7 +148,7 @@ async def run(
         ]
         slug = f"{summary.model}_{summary.mode}".replace(":", "-").replace("/", "-")
         write_jsonl(store.run_dir / f"persobench_{slug}.jsonl", rows)
-        return the_run.finish_unit(config.unit, summary, exclude={"scores": {"rows"}})
+        return the_run.finish_unit(summary, exclude={"scores": {"rows"}})
 
 
 run_sync = synchronous(run)
