@@ -88,6 +88,17 @@ class ModelSettings(BaseModel):
         """The named endpoint, or None."""
         return next((e for e in self.endpoints if e.name == name), None)
 
+    def shared_by(self, parts: int) -> ModelSettings:
+        """These settings for one of ``parts`` processes sharing every limit (Ray tasks): the concurrency and
+        each endpoint's concurrency divided among them (at least 1 each)."""
+        endpoints = [
+            e.model_copy(update={"concurrency": max(1, e.concurrency // parts)}) if e.concurrency else e
+            for e in self.endpoints
+        ]
+        return self.model_copy(
+            update={"concurrency": max(1, self.concurrency // parts), "endpoints": endpoints}
+        )
+
     def public(self) -> dict[str, object]:
         """The settings as recorded in a run (no secret; an endpoint's key only as its variable's name)."""
         return self.model_dump(exclude={"api_key"})

@@ -54,6 +54,13 @@ def test_endpoint_names_are_unique() -> None:
         ModelSettings(endpoints=["a=http://x/v1", "a=http://y/v1"])
 
 
+def test_shared_settings_divide_every_limit() -> None:
+    settings = ModelSettings(concurrency=32, endpoints=["a=http://a/v1,concurrency=8", "b=http://b/v1"])
+    shared = settings.shared_by(3)
+    assert shared.concurrency == 10 and [e.concurrency for e in shared.endpoints] == [2, None]
+    assert settings.shared_by(100).endpoints[0].concurrency == 1
+
+
 def test_specs_name_endpoints_only_where_the_provider_takes_them() -> None:
     spec = parse_spec("openai@vllm:Qwen/Qwen2.5-7B-Instruct")
     assert (spec.provider, spec.endpoint, spec.name) == ("openai", "vllm", "Qwen/Qwen2.5-7B-Instruct")

@@ -221,7 +221,7 @@ class RayExecutor:
                 .remote(str(job.run_dir))
             )
             slots = max(1, min(len(todo), int(ray.cluster_resources().get("CPU", 1))))
-            settings = job.settings.model_copy(update={"concurrency": max(1, config.concurrency // slots)})
+            settings = job.settings.model_copy(update={"concurrency": config.concurrency}).shared_by(slots)
             task = ray.remote(run_persona_unit).options(max_retries=1)
             queue, running = list(todo), {}
             while queue or running:
