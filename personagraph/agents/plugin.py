@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import Completion
+from personagraph.models.spec import PROVIDERS
 from personagraph.prompts import load_prompt, render
 
 Kind = Literal["chat_model", "runnable", "function", "graph", "agent"]
@@ -240,8 +241,6 @@ def _import(module_name: str, path: str) -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):
-            from personagraph.models.spec import PROVIDERS
-
             hint = (
                 " (for a model spec use --model)"
                 if module_name in PROVIDERS
@@ -272,8 +271,6 @@ def resolve(path: str, *, add_cwd: bool = True) -> Any:
         or not all(p.isidentifier() for p in attr.split("."))
         or not all(p.isidentifier() for p in module_name.split("."))
     ):
-        from personagraph.models.spec import PROVIDERS
-
         hint = " (for a model spec use --model)" if module_name in PROVIDERS else ""
         raise PersonagraphError(
             f"--agent {path!r}: expected module:attr, e.g. examples.function_agent:agent{hint}"
@@ -288,8 +285,6 @@ def resolve(path: str, *, add_cwd: bool = True) -> Any:
         if not hasattr(obj, part):
             names = [n for n in dir(obj) if not n.startswith("_")]
             shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-            from personagraph.models.spec import PROVIDERS
-
             hint = "; for a model spec use --model" if module_name in PROVIDERS else ""
             raise PersonagraphError(
                 f"--agent {path}: {walked} has no attribute {part!r} "

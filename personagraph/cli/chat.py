@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.text import Text
 
+from personagraph.agents import PersonaAgent
 from personagraph.agents.user_sim import QUIT_WORDS, HumanUser, UserView
 from personagraph.cli._common import (
     API_KEY_OPTION,
@@ -18,6 +19,8 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.models import ModelClient
+from personagraph.runs.plugins import load_plugins
 from personagraph.runs.simulate import DEFAULT_AGENT, chat
 from personagraph.terminal import plain
 
@@ -44,13 +47,8 @@ def chat_command(
         if model and agent:
             raise PersonagraphError("give either --model or --agent, not both")
         if agent:
-            from personagraph.agents.plugin import load_agent
-
-            the_agent: Any = load_agent(agent)
+            the_agent: Any = load_plugins([agent])[0]
         else:
-            from personagraph.agents import PersonaAgent
-            from personagraph.models import ModelClient
-
             settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
             the_agent = PersonaAgent(ModelClient.create(model or DEFAULT_AGENT, "persona", settings=settings))
 

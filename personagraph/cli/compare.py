@@ -26,6 +26,7 @@ def compare_command(
     """Is B really better than A? Per task: mean difference, paired bootstrap CI, Wilcoxon signed-rank p."""
 
     def body() -> None:
+        # the report stack (plotly, scipy) loads on first use, so the CLI starts fast
         from personagraph.report.compare import compare_runs, comparison_json
         from personagraph.report.tables import EXPORT_FORMATS, export
         from personagraph.report.view import comparison_table

@@ -19,6 +19,7 @@ def report_command(
     """Write an HTML report: headline table, radar charts, score distributions, drift, costs, config."""
 
     def body() -> None:
+        # the report stack (plotly, scipy) loads on first use, so the CLI starts fast
         from personagraph.report.html import write_report
 
         path = write_report(run_dirs, output, title=title, lowest=lowest)

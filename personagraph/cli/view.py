@@ -33,8 +33,9 @@ def view_command(
     """Show a run's headline numbers: scores, CIs, refusals, judge agreement, tokens and cost."""
 
     def body() -> None:
-        from personagraph.report.load import load_runs
+        # the report stack (plotly, scipy) loads on first use, so the CLI starts fast
         from personagraph.report.headlines import headline_tables
+        from personagraph.report.load import load_runs
         from personagraph.report.tables import EXPORT_FORMATS, export
         from personagraph.report.view import view
 

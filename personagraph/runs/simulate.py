@@ -58,7 +58,6 @@ from pydantic import BaseModel, Field, model_validator
 
 from personagraph.agents.base import Agent
 from personagraph.agents.persona import PersonaAgent
-from personagraph.agents.plugin import load_agent
 from personagraph.agents.user_sim import SimulatedUser, User, default_scenario, default_user_persona
 from personagraph.errors import PersonagraphError
 from personagraph.graphs.session import SessionContext, build_graph
@@ -77,6 +76,7 @@ from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, Model
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
+from personagraph.runs.plugins import load_plugins
 from personagraph.schemas import short_id, slug
 from personagraph.store import RunStore
 from personagraph.transcripts import read_transcript, write_transcript
@@ -413,8 +413,8 @@ async def run(
         parse_spec(spec)
     agent_name = agent.name if agent is not None else config.agent_name
     check_self_judging(config.judges, agent_name, config.allow_self_judging)
-    plugin_agent = load_agent(config.agent) if agent is None and config.agent else None
-    plugin_user = load_agent(config.user_agent) if user is None and config.user_agent else None
+    plugin_agent = load_plugins([config.agent])[0] if agent is None and config.agent else None
+    plugin_user = load_plugins([config.user_agent])[0] if user is None and config.user_agent else None
     check_checkpoint_url(checkpoint_url)
     with Run(KIND, run_dir, config) as the_run:
         _record_meta(the_run, checkpoint_url, "simulate")
