@@ -7,6 +7,11 @@ of its CPU is counted (its own CPU per request is printed beside). Targets: ≥ 
 ≥ 20× faster than sequential at C = 32; ≤ 2 ms CPU per call at *every* level run on all personas
 (C = 8, 32, 128 by default), not on an average over levels.
 
+CPU time per call is not load-proof. At low concurrency every reply wakes the process on its own, and
+on a shared VM each wake-up runs on cold caches: the fake server, which does the same fixed work per
+request, shows it too (its ``srv ms/call`` rises at low C in step with ours), so read the two columns
+together and quote the load average printed beside each level.
+
     .venv/bin/python bench/throughput.py [--personas 50] [--delay 2.0] [--concurrency 1,8,32,128]
 
 At C = 1 the run is a sequential loop by construction (50 personas × ~36 calls × d); it is measured on
@@ -54,12 +59,23 @@ async def one_run(server: ServerProcess, people: list, concurrency: int) -> dict
             "finished": summary.personas_finished, "personas": len(people)}
 
 
-async def bench(server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int) -> None:
+def cpu_check(results: dict[int, dict], n_personas: int) -> tuple[list[int], float]:
+    """The levels the CPU target applies to (those run on all personas) and the worst CPU ms per call
+    among them: the target holds at every level or not at all, a pooled average would hide a bad one."""
+    checked = [level for level, r in results.items() if r["personas"] == n_personas]
+    return checked, max(results[level]["cpu_ms"] for level in checked)
+
+
+async def bench(
+    server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int
+) -> None:
     await one_run(server, personas(2, offset=5000), 8)  # warm-up: imports, connections, caches
     gc.freeze()  # as `personagraph eval` does once its imports are done
-    print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own process")
+    print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own "
+          "process")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "
-          f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'max in flight':>13} {'srv ms/call':>11}  load avg")
+          f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'max in flight':>13} {'srv ms/call':>11}  "
+          "load avg")
     results = {}
     for level in levels:
         people = personas(min(sequential, n_personas) if level == 1 else n_personas)
@@ -68,7 +84,8 @@ async def bench(server: ServerProcess, n_personas: int, delay: float, levels: li
         rate = r["calls"] / r["wall"]
         ideal = level / delay
         sequential_s = r["calls"] * delay
-        r.update(rate=rate, ratio=rate / ideal, speedup=sequential_s / r["wall"], cpu_ms=1000 * r["cpu"] / r["calls"])
+        r.update(rate=rate, ratio=rate / ideal, speedup=sequential_s / r["wall"],
+                 cpu_ms=1000 * r["cpu"] / r["calls"])
         results[level] = r
         print(f"{level:>5} {r['personas']:>8} {r['calls']:>6} {r['wall']:>8.2f} {rate:>8.1f} {ideal:>9.1f} "
               f"{r['ratio']:>6.2f} {sequential_s:>8.1f} {r['speedup']:>7.1f}× {r['cpu_ms']:>11.2f} "
@@ -76,11 +93,10 @@ async def bench(server: ServerProcess, n_personas: int, delay: float, levels: li
         if r["finished"] != r["personas"] or r["requests"] != r["calls"]:
             print(f"      note: {r['finished']}/{r['personas']} personas finished, {r['requests']} requests "
                   f"for {r['calls']} calls")
-    checked = [level for level, r in results.items() if r["personas"] == n_personas]
-    worst = max(results[level]["cpu_ms"] for level in checked)
+    checked, worst = cpu_check(results, n_personas)
     top, mid = max(levels), 32 if 32 in results else sorted(levels)[len(levels) // 2]
-    print(f"targets: ratio ≥ 0.8 at C ≤ 128, speedup ≥ 20× at C = 32, ≤ {CPU_TARGET_MS:g} ms framework CPU per "
-          f"call at each of C = {', '.join(map(str, checked))}: "
+    print(f"targets: ratio ≥ 0.8 at C ≤ 128, speedup ≥ 20× at C = 32, ≤ {CPU_TARGET_MS:g} ms framework CPU "
+          f"per call at each of C = {', '.join(map(str, checked))}: "
           f"{'met' if worst <= CPU_TARGET_MS else 'NOT met'} (worst {worst:.2f} ms)")
     per_level = " ".join(f"{'cpu_ms_per_call' if i == 0 else ''}@{level} {results[level]['cpu_ms']:.2f}"
                          for i, level in enumerate(checked))
