@@ -1,166 +1,199 @@
-"""Embedded models: tokens/s through personagraph against raw llama-cpp-python on the same prompts, and
-how much of each prompt llama.cpp's prefix cache reuses.
+"""Embedded models: the README's quick run on the current engine against the previous design, and a crash.
 
-Judge prompts put the static rubric first (system message), so consecutive judge calls on one model
-share a long token prefix that llama.cpp does not evaluate again. When one model plays several roles
-(generator and judge are the same model by default), calls of other roles come in between and the
-in-context prefix is lost; ``Llama.set_cache(LlamaRAMCache(...))`` keeps saved states to restore from.
-This script measures both. Target: personagraph ≥ 0.9× raw tokens/s.
+One process, one machine, three runs of ``personagraph eval --persona … --quick`` (the CLI, in process),
+each in a fresh run directory with freshly started engines (start-up and model loading included):
 
-    .venv/bin/python bench/embedded.py [--model qwen2.5-coder-0.5b] [--items 6] [--repeats 2]
+1. **current**: one llama-server per model with ``SLOTS`` parallel slots (continuous batching); the graph
+   sends as many calls at once as a model has slots.
+2. **previous design**: llama-cpp-python in process, one inference at a time across all embedded models
+   (a process-wide lock). That engine is gone, so it is emulated with the same llama-server binary at
+   1 slot per model and a process-wide lock around every embedded call: the same models, prompts and
+   token counts, one inference at a time. (The in-process engine saved the HTTP hop, ~1 ms a call.)
+3. **crash**: run 1 again on another persona, with the judge/generator engine SIGKILLed once after a few
+   calls finished: ``crash_recovered yes`` when the run still finishes with as many verdicts as run 1.
+
+Throughput counts only useful tokens: a reply rejected by validation and the format retry that
+replaced it are reported apart (``format_retry_tokens``) and left out of tokens/s.
+
+    .venv/bin/python bench/embedded.py [--persona "…"]
+
+Last line: ``quick_run_s <s> previous_design_s <s> speedup <x> crash_recovered <yes|no>``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import platform
+import signal
+import sqlite3
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PERSONAS = ("A 70-year-old retired cowboy from Texas", "A 36-year-old environmental lawyer from Sydney",
-            "A 19-year-old chess player from Chennai", "A 52-year-old night-shift nurse from Glasgow")
-QUESTIONS = ("What do you do when a storm hits during a long trip?", "How do you settle an argument?",
-             "Describe your ideal weekend.", "What would you say to someone who insults your work?")
-ANSWERS = ("Well, I'd batten down and wait it out with the horses.", "I listen first, then I speak plain.",
-           "Out on the range at dawn, coffee on the fire.", "I'd tell them to mind their own business, politely.")
+from personagraph.cli import app  # noqa: E402
+from personagraph.models import LOCAL_MODELS, openai_http  # noqa: E402
+from personagraph.models import engine as engine_module  # noqa: E402
+
+COWBOY = "A 70-year-old retired cowboy from Texas"
+CRASH_PERSONA = "A 52-year-old night-shift nurse from Glasgow"
+JUDGE = "qwen2.5-coder-1.5b"  # the default judge and generator
+RETRY_MARK = "That reply was not valid"  # the model layer's format-retry prompt (models/client.py)
 
 
-class PrefixMeter:
-    """Counts prompt tokens and the tokens llama.cpp actually evaluated (the rest came from a cache)."""
-
-    def __init__(self, llama: Any) -> None:
-        self.llama = llama
-        self.prompt_tokens = 0
-        self.evaluated = 0
-        self.generated = 0
-        self._eval = llama.eval
-
-        def counting_eval(tokens: Any) -> Any:
-            self.evaluated += len(tokens)
-            return self._eval(tokens)
-
-        llama.eval = counting_eval
-
-    def add(self, usage: dict[str, int]) -> None:
-        self.prompt_tokens += usage.get("prompt_tokens", 0)
-        self.generated += usage.get("completion_tokens", 0)
-
-    def reset(self) -> None:
-        self.prompt_tokens = self.evaluated = self.generated = 0
-
-    @property
-    def hit_rate(self) -> float:
-        # every generated token but the last is fed back through eval one at a time
-        prompt_evaluated = max(0, self.evaluated - max(0, self.generated - 1))
-        return 1 - prompt_evaluated / self.prompt_tokens if self.prompt_tokens else 0.0
+def machine_line() -> str:
+    """CPU model, cores, AVX-512/AMX and the load average now."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown")
+    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
+                      if line.startswith("flags")), []))
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"machine: {model}, {os.cpu_count()} cores, avx512 {'yes' if 'avx512f' in flags else 'no'}, "
+            f"amx {'yes' if 'amx_tile' in flags else 'no'}, load average at start {load}")
 
 
-def judge_prompts(n: int) -> list[tuple[list[dict[str, str]], str]]:
-    """(messages, task key) of n judge calls: the packaged judge prompt, rubric first."""
-    from personagraph.environments import load_tasks
-    from personagraph.judges.rubrics import load_rubric
-    from personagraph.prompts import load_prompt
+@dataclass
+class RunFigures:
+    wall_s: float
+    exit_code: int
+    calls: int
+    verdicts_ok: int
+    verdicts: int
+    useful_tokens: int
+    format_retry_tokens: int
 
-    tasks = load_tasks()
-    out = []
-    for i in range(n):
-        task = tasks[(i // 2) % len(tasks)]  # two items per task in a row: the rubric prefix repeats
-        rubric = load_rubric(task.rubric)
-        out.append((load_prompt("judge").messages(
-            task=rubric.task, rubric=rubric.text(), persona=PERSONAS[i % 4], question=QUESTIONS[i % 4],
-            exemplars="(no examples available: rely on the rubric alone)", answer=ANSWERS[(i + 1) % 4],
-            low=1, high=5), task.rubric))
-    return out
-
-
-def exemplar_prompt(i: int) -> list[dict[str, str]]:
-    from personagraph.environments import load_tasks
-    from personagraph.judges.rubrics import load_rubric
-    from personagraph.prompts import load_prompt
-
-    task = load_tasks()[i % 5]
-    return load_prompt("exemplars").messages(task=task.name, rubric=load_rubric(task.rubric).text(),
-                                             persona=PERSONAS[i % 4], question=QUESTIONS[i % 4])
+    def line(self, label: str) -> str:
+        rate = self.useful_tokens / self.wall_s if self.wall_s else 0.0
+        return (f"  {label:>16}: {self.wall_s:6.1f}s  exit {self.exit_code}  {self.calls} calls  "
+                f"verdicts {self.verdicts_ok}/{self.verdicts}  {self.useful_tokens} useful output tokens "
+                f"= {rate:.1f} tok/s  (format retries: {self.format_retry_tokens} tokens, not counted)")
 
 
-async def main(model: str, items: int, max_tokens: int, repeats: int) -> None:
-    from personagraph.models import ModelClient
-    from personagraph.models.client import format_instructions
-    from personagraph.models.local import load_llama
-    from personagraph.schemas import ExemplarSet, JudgeReply
+def read_figures(run_dir: Path, wall_s: float, exit_code: int) -> RunFigures:
+    """Calls, verdicts and token counts from the run store."""
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        calls = db.execute("SELECT request, output_tokens FROM calls").fetchall()
+        verdicts = [json.loads(data)
+                    for (data,) in db.execute("SELECT data FROM records WHERE kind = 'verdict'")]
+    finally:
+        db.close()
+    by_messages = {json.dumps(json.loads(request)["messages"], sort_keys=True): tokens
+                   for request, tokens in calls}
+    wasted = 0
+    for request, tokens in calls:
+        messages = json.loads(request)["messages"]
+        if len(messages) >= 3 and str(messages[-1].get("content", "")).startswith(RETRY_MARK):
+            replaced = json.dumps(messages[:-2], sort_keys=True)
+            wasted += tokens + by_messages.get(replaced, 0)  # the retry and the reply it replaced
+    total = sum(tokens for _, tokens in calls)
+    return RunFigures(wall_s, exit_code, len(calls), sum(v.get("status") == "ok" for v in verdicts),
+                      len(verdicts), total - wasted, wasted)
 
-    client = ModelClient.create(f"local:{model}", "judge", temperature=0.0, max_tokens=max_tokens)
-    llama = load_llama(model)
-    meter = PrefixMeter(llama)
-    response_format = client._response_format(JudgeReply)
 
-    def as_sent(messages: list[dict[str, str]], schema: type = JudgeReply) -> list[dict[str, str]]:
-        prompt = [dict(m) for m in messages]
-        prompt[-1]["content"] = f"{prompt[-1]['content']}\n\n{format_instructions(schema)}"
-        return prompt
+def quick_run(run_dir: Path, persona: str, during: Callable[[], None] | None = None) -> RunFigures:
+    """``personagraph eval --persona P --quick`` in this process, on fresh engines; ``during`` runs in a
+    thread meanwhile."""
+    engine_module.stop_engines()
+    thread = threading.Thread(target=during, daemon=True) if during else None
+    started = time.perf_counter()
+    if thread:
+        thread.start()
+    try:
+        app(["-q", "eval", "--persona", persona, "--quick", "--run-dir", str(run_dir)], standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    except Exception as exc:  # noqa: BLE001 - typer.Exit and friends carry the exit code
+        code = int(getattr(exc, "exit_code", 1))
+    wall = time.perf_counter() - started
+    if thread:
+        thread.join(30)
+    return read_figures(run_dir, wall, code)
 
-    def raw(messages: list[dict[str, str]], fmt: dict | None = response_format) -> dict[str, int]:
-        reply = llama.create_chat_completion(messages=messages, response_format=fmt, temperature=0.0,
-                                             max_tokens=max_tokens, seed=0)
-        return reply["usage"]
 
-    prompts = judge_prompts(items)
-    raw(as_sent(exemplar_prompt(99), ExemplarSet))  # warm-up, and a different prefix before each mode
-    print(f"embedded: local:{model}, {items} judge prompts (rubric first), max_tokens {max_tokens}, "
-          f"temperature 0, one inference at a time")
+@contextmanager
+def previous_design() -> Iterator[None]:
+    """One slot per model and one embedded call at a time across all models (see the module docstring)."""
+    original_chat = openai_http.chat_completion
+    locks: dict[int, asyncio.Lock] = {}
 
-    # raw llama-cpp-python and personagraph, on the same prompts in the same order, alternated
-    # ``repeats`` times; the best tok/s of each is kept (other load on the machine only slows a run down)
-    results: dict[str, tuple[float, float, float, int]] = {}
-    for mode in ("raw", "personagraph") * repeats:
-        raw(as_sent(exemplar_prompt(98), ExemplarSet))  # break the prefix between modes
-        meter.reset()
-        started = time.perf_counter()
-        for messages, _ in prompts:
-            if mode == "raw":
-                meter.add(raw(as_sent(messages)))
-            else:
-                before = dict(client.meter.output_tokens), dict(client.meter.input_tokens)
-                reply = await client.structured(messages, JudgeReply)
-                meter.add({"prompt_tokens": client.meter.input_tokens.get("judge", 0) - before[1].get("judge", 0),
-                           "completion_tokens": client.meter.output_tokens.get("judge", 0)
-                           - before[0].get("judge", 0)})
-                assert reply.ok or reply.raw, reply.error
-        wall = time.perf_counter() - started
-        if mode not in results or meter.generated / wall > results[mode][0]:
-            results[mode] = (meter.generated / wall, meter.hit_rate, wall, meter.generated)
-        print(f"  {mode:>12}: {meter.generated} tokens in {wall:.1f}s = {meter.generated / wall:.2f} tok/s, "
-              f"prefix-cache hit rate {meter.hit_rate:.0%} of {meter.prompt_tokens} prompt tokens")
+    async def one_at_a_time(base_url: str, api_key: str, body: dict[str, Any], **kwargs: Any) -> Any:
+        lock = locks.setdefault(id(asyncio.get_running_loop()), asyncio.Lock())
+        async with lock:
+            return await original_chat(base_url, api_key, body, **kwargs)
 
-    # one model, several roles: judge calls interleaved with exemplar calls, without and with a RAM cache
-    from llama_cpp import LlamaRAMCache
+    engine_module.stop_engines()
+    engine_module._engines.clear()
+    for name, model in LOCAL_MODELS.items():
+        engine_module._engines[name] = engine_module.Engine(model, slots=1)
+    openai_http.chat_completion = one_at_a_time
+    try:
+        yield
+    finally:
+        openai_http.chat_completion = original_chat
+        engine_module.stop_engines()
+        engine_module._engines.clear()
 
-    for label, cache in (("interleaved roles, no state cache", None),
-                         ("interleaved roles, LlamaRAMCache", LlamaRAMCache(capacity_bytes=2 << 30))):
-        llama.set_cache(cache)
-        raw(as_sent(exemplar_prompt(97), ExemplarSet))
-        meter.reset()
-        started = time.perf_counter()
-        for i, (messages, _) in enumerate(prompts[: max(2, items // 2)]):
-            meter.add(raw(as_sent(exemplar_prompt(i), ExemplarSet), client._response_format(ExemplarSet)))
-            meter.add(raw(as_sent(messages)))
-        wall = time.perf_counter() - started
-        print(f"  {label}: prefix-cache hit rate {meter.hit_rate:.0%}, {wall:.1f}s")
-    llama.set_cache(None)
-    ratio = results["personagraph"][0] / results["raw"][0]
-    print(f"personagraph_vs_raw {ratio:.2f} prefix_hit_rate {results['personagraph'][1]:.2f} "
-          f"(target ratio >= 0.9)")
+
+def kill_once(run_dir: Path, after_calls: int, killed: list[str]) -> Callable[[], None]:
+    """A thread body: SIGKILL the judge's engine once the run has stored ``after_calls`` calls."""
+
+    def body() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            pid = engine_module.engine_for(JUDGE).pid
+            try:
+                db = sqlite3.connect(run_dir / "run.sqlite", timeout=5)
+                done = db.execute("SELECT count(*) FROM calls").fetchone()[0]
+                db.close()
+            except sqlite3.Error:
+                done = 0
+            if pid is not None and done >= after_calls:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(f"pid {pid} after {done} calls")
+                return
+            time.sleep(0.2)
+
+    return body
+
+
+def main(persona: str) -> None:
+    print(machine_line(), flush=True)
+    print(f"engine: {engine_module.server_path()}, {engine_module.SLOTS} slots per model, "
+          f"{engine_module.CTX_PER_SLOT} tokens of context per slot", flush=True)
+    for model in LOCAL_MODELS.values():  # assembled before timing: the first install does this once
+        engine_module.ensure_weights(model)
+    with tempfile.TemporaryDirectory(prefix="pg-bench-embedded-") as tmp:
+        root = Path(tmp)
+        current = quick_run(root / "current", persona)
+        print(current.line("current"), flush=True)
+        with previous_design():
+            previous = quick_run(root / "previous", persona)
+        print(previous.line("previous design"), flush=True)
+        killed: list[str] = []
+        crash = quick_run(root / "crash", CRASH_PERSONA, kill_once(root / "crash", 6, killed))
+        print(crash.line("crash"), f"killed: {', '.join(killed) or 'nothing'}", flush=True)
+    engine_module.stop_engines()
+    # recovered: killed mid-run, and the run still finished with as many verdicts as the undisturbed one
+    recovered = bool(killed) and crash.exit_code == 0 and crash.verdicts == current.verdicts > 0
+    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"quick_run_s {current.wall_s:.1f} previous_design_s {previous.wall_s:.1f} "
+          f"speedup {previous.wall_s / current.wall_s:.2f} crash_recovered {'yes' if recovered else 'no'}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--items", type=int, default=6)
-    parser.add_argument("--max-tokens", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=2, help="alternations of raw and personagraph")
-    args = parser.parse_args()
-    asyncio.run(main(args.model, args.items, args.max_tokens, args.repeats))
+    parser.add_argument("--persona", default=COWBOY)
+    main(parser.parse_args().persona)

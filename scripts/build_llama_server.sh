@@ -24,8 +24,7 @@ flags=(
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF  # the prebuilt UI is a download
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
-  -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN"  # libraries beside the binary
-)
+)  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
 stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]}"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from personagraph.agents import PersonaAgent
@@ -38,12 +36,11 @@ async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
     assert scored.score == verdict.score
 
 
-async def test_the_engine_runs_on_this_cpu_with_a_cpu_backend_chosen_for_it() -> None:
+async def test_the_engine_runs_on_this_cpu() -> None:
     """Would have caught issue 13 (a crash in llama_decode on AMX CPUs): a real call on whatever CPU runs
-    the tests, through the portable build; the engine's log names the CPU variant ggml loaded."""
+    the tests, through the portable build whose CPU variant ggml picks at start."""
     client = ModelClient.create("local:qwen2.5-coder-0.5b", "persona", max_tokens=8)
     reply = await client.complete([{"role": "user", "content": "Say howdy."}])
     assert reply.ok and reply.text.strip(), reply.error
     engine = engine_for("qwen2.5-coder-0.5b")
     assert engine.deaths == [] and engine.pid is not None
-    assert re.search(r"loaded CPU backend from \S*libggml-cpu-\w+\.so", engine.log_path.read_text())

@@ -41,10 +41,27 @@ from personagraph.models.spec import LOCAL_MODELS, LocalModel
 from personagraph.models.weights import cache_root, ensure_weights
 
 SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary (tests, packagers)
-# Parallel slots per model, and the context of each. Measured on 2 cores (bench/embedded.py, README):
-# TODO(measure) fill in.
+# Parallel slots per model and the context of each (PERSONAGRAPH_LLAMA_SLOTS / PERSONAGRAPH_N_CTX).
+# 4 slots: the quick run sends up to 5 calls at once to the 1.5B model (one per task) and the server
+# batches them into one decode per step. Not yet measured on an idle machine (the 2 shared cores ran at
+# load 10-16 that day); `python bench/embedded.py` measures it against one call at a time. 4096 tokens
+# per slot (the old single context) fits the longest judge prompt plus its reply; KV costs ~115 MB a
+# slot for the 1.5B model.
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
+# Measured on this project's 2-core KVM Xeon with AMX (load average 6-16, shared; llama.cpp of
+# llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M):
+# - default weight repacking ("extra buffer types"): the sapphirerapids (AMX) CPU variant dies with
+#   SIGILL at start-up, as llama-cpp-python crashed in llama_decode (issue 13);
+# - --no-repack: runs (the AMX/repacked buffers are never made), on every CPU variant;
+# - speed with and without repacking (AMX left out) could not be told apart at that load (pp 10-18
+#   tok/s, decode 1.1-1.5 tok/s for both), so the flag that is safe on every CPU wins.
+NO_REPACK = ("--no-repack",)
+# OpenMP threads spin while they wait at ggml's barriers; with more runnable threads than cores (the
+# two embedded models decode at the same time in `eval`, and shared machines) a spinning thread burns
+# the time slice its sibling needs: one-token decode fell to 0.2-0.3 tok/s. Passive waiting measured
+# 1.1 tok/s under the same load. A user's own OMP_WAIT_POLICY is kept.
+OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 START_TIMEOUT_S = 180.0
 _LISTENING = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
 _PR_SET_PDEATHSIG = 1
@@ -160,7 +177,7 @@ class Engine:
             str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
             "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
             "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
-            "--no-webui", "--log-timestamps",
+            "--no-webui", "--log-timestamps", *NO_REPACK,
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
@@ -169,7 +186,7 @@ class Engine:
             log.write(f"--- {started} personagraph: {' '.join(command)}\n".encode())
             log.flush()
             libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
-            env = {**os.environ, "LD_LIBRARY_PATH": libraries}  # its libraries lie beside it
+            env = {**OPENMP_ENV, **os.environ, "LD_LIBRARY_PATH": libraries}  # its libraries lie beside it
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, preexec_fn=_child_setup,
