@@ -14,7 +14,7 @@ def test_a_model_error_is_scrubbed_when_it_is_made() -> None:
 def test_a_key_given_to_a_client_is_redacted_whatever_its_shape() -> None:
     key = "plainkey-not-sk-shaped-42"
     assert redact_text(f"denied for {key}") == f"denied for {key}"
-    ModelClient.create("test:agent", "persona", settings=ModelSettings(api_key=key))
+    ModelClient.create("openai:m", "persona", settings=ModelSettings(api_key=key, base_url="http://127.0.0.1:9/v1"))
     assert redact_text(f"denied for {key}") == f"denied for {REDACTED}"
     assert Completion("failed", error=f"echo {key}").error == f"echo {REDACTED}"
 

@@ -56,7 +56,7 @@ async def test_local_executor_marks_units_done_and_skips_them(run_dir: Path) -> 
 async def test_ray_results_equal_local_and_resume_the_same_way(ray_cluster, tmp_path: Path) -> None:
     local = await run_eval(config(), tmp_path / "local")
     on_ray = await run_eval(config(), tmp_path / "ray", executor="ray")
-    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.errors
+    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.failures
     assert on_ray.models == local.models
     assert on_ray.llm_calls == local.llm_calls and on_ray.roles == local.roles
     for kind in ("selection", "question", "answer", "exemplars", "verdict", "item_score"):

@@ -89,7 +89,7 @@ async def test_plugin_agents_on_ray_equal_local_and_resume_from_the_cache(
     models = ["test:agent", *paths]
     local = await run_eval(config(models), tmp_path / "local")
     on_ray = await run_eval(config(models), tmp_path / "ray", executor="ray")
-    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.errors
+    assert on_ray.executor == "ray" and on_ray.personas_finished == 2 and not on_ray.failures
     assert list(on_ray.models) == list(local.models) and set(on_ray.models) == set(models)
     assert on_ray.models == local.models
     assert on_ray.llm_calls == local.llm_calls and on_ray.roles == local.roles
@@ -104,7 +104,7 @@ async def test_plugin_agents_on_ray_equal_local_and_resume_from_the_cache(
     db.close()
     resumed = await run_eval(config(models), tmp_path / "ray", executor="ray")
     assert resumed.llm_calls == 0 and resumed.cache_hits == local.llm_calls
-    assert resumed.models == local.models and not resumed.errors
+    assert resumed.models == local.models and not resumed.failures
 
 
 async def test_a_path_that_does_not_load_on_a_worker_ends_the_run_in_one_line(
@@ -168,7 +168,7 @@ def test_eval_cli_runs_a_plugin_from_the_working_directory_on_ray(
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["executor"] == "ray" and list(summary["models"]) == [path] and not summary["errors"]
+    assert summary["executor"] == "ray" and list(summary["models"]) == [path] and not summary["failures"]
     assert summary["models"][path]["persona_score"] is not None
 
 
