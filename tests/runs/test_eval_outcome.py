@@ -124,3 +124,19 @@ def test_two_evals_on_one_run_dir_the_second_is_refused(run_dir: Path) -> None:
         finally:
             first.terminate()
             first.wait(30)
+
+
+async def test_twenty_questions_per_task_or_a_recorded_shortfall(run_dir: Path) -> None:
+    config = EvalConfig(personas=[COWBOY], models=["test:agent"], judges=["test:judge"], generator="test:gen",
+                        environments=2, questions_per_task=20)
+    summary = await run_eval(config, run_dir)
+    store = RunStore(run_dir, readonly=True)
+    short = {s["item"]: s for s in summary.shortfalls}
+    for batch in store.records("question_batch"):
+        asked = [q for q in store.records("question") if q["task"] == batch["task"]]
+        assert len(asked) == 20 - batch["shortfall"]  # the count, or what is missing is on record
+        if batch["shortfall"]:
+            assert short[f"{COWBOY.id}/{batch['task']}"]["got"] == len(asked)
+    assert sum(b["extra_calls"] for b in store.records("question_batch")) > 0  # the test generator lists 1..n
+    total = len(store.records("question"))
+    assert total >= 0.9 * 100 and summary.roles["question_gen"]["calls"] <= 5 * 4  # bounded top-ups
