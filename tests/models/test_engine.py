@@ -181,8 +181,8 @@ def test_nothing_is_left_running_when_the_parent_exits_or_is_killed(
     assert alive(pid)
     if end == "SIGKILL":
         parent.kill()  # no atexit: the kernel's parent-death signal ends the server
-    parent.wait(30)
-    deadline = time.monotonic() + 10
+    parent.wait(60)
+    deadline = time.monotonic() + 30  # generous: a loaded machine delays the exit handlers
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
