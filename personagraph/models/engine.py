@@ -81,6 +81,13 @@ def server_path() -> Path:
     return Path(override) if override else Path(sys.prefix) / "lib" / "personagraph-llama" / "llama-server"
 
 
+def server_env(binary: Path) -> dict[str, str]:
+    """The environment to run ``binary`` in: its shared libraries lie beside it (the build sets no RPATH
+    to its install folder), OpenMP waits passively (see ``OPENMP_ENV``)."""
+    libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
+    return {**OPENMP_ENV, **os.environ, "LD_LIBRARY_PATH": libraries}
+
+
 def is_built() -> bool:
     """Whether the llama-server binary is installed."""
     return server_path().is_file()
@@ -185,11 +192,9 @@ class Engine:
             started = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"--- {started} personagraph: {' '.join(command)}\n".encode())
             log.flush()
-            libraries = os.pathsep.join(filter(None, [str(binary.parent), os.environ.get("LD_LIBRARY_PATH")]))
-            env = {**OPENMP_ENV, **os.environ, "LD_LIBRARY_PATH": libraries}  # its libraries lie beside it
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, preexec_fn=_child_setup,
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=server_env(binary), start_new_session=True, preexec_fn=_child_setup,
             )
         self._url = self._wait_ready(offset)
 
