@@ -25,7 +25,10 @@ def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
 
         persona_ids = {Persona(description=p["description"]).id for p in personas if isinstance(p, dict)}
     models = set(run.summary.get("models", {})) or None
-    judges = list(config.get("judges") or run.summary.get("judge_agreement", {}).get("judges") or [])
+    judges = config.get("judges")  # a damaged or foreign config may hold anything: only a list counts
+    if not isinstance(judges, list):
+        judges = run.summary.get("judge_agreement", {}).get("judges") or []
+    judges = [str(j) for j in judges]
     return persona_ids, models, judges
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -218,3 +219,28 @@ def test_chat_with_brackets_in_the_persona(tmp_path: Path) -> None:  # K01: read
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert "Chatting with test:a as: A gamer who types [/] a lot" in done.stdout
+
+
+# --- run stores edited by hand: one line naming the store, or a report of what parses -----------------
+def _tamper(run_dir: Path, sql: str, *args: object) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+def test_damaged_run_stores(tmp_path: Path, capsys, monkeypatch) -> None:
+    _run(Case("eval", ["eval", "-m", "test:agent", "-j", "test:judge", "--generator", "test:gen", "--persona", "A cowboy",
+                       "--environments", "1", "--questions-per-task", "1", "--run-dir", "r"], code=0),
+         tmp_path, capsys, monkeypatch)
+    shutil.copytree(tmp_path / "r", tmp_path / "r2")
+    _tamper(tmp_path / "r", "UPDATE meta SET value=? WHERE key='config'", json.dumps({"models": 5, "judges": 3}))
+    report = Case("R19-config-wrong-shape", ["report", "-o", "out.html", "r"], code=0)
+    _run(report, tmp_path, capsys, monkeypatch)
+    assert "test:agent" in (tmp_path / "out.html").read_text()
+    _tamper(tmp_path / "r2", "UPDATE records SET data=json_remove(data, '$.id') WHERE kind='question'")
+    broken = Case("R09-question-without-id", ["report", "-o", "out2.html", "r2"], names="run.sqlite",
+                  left=("out2.html",))
+    _check_refused(broken, tmp_path, _run(broken, tmp_path, capsys, monkeypatch))
