@@ -31,6 +31,25 @@ if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "
   echo "llama-server $version already built in $dest"
   exit 0
 fi
+
+# A finished build is also kept in the user's cache, keyed by its stamp, so that a second virtualenv (a
+# fresh clone, CI on the same machine) copies it instead of compiling for 13 minutes again. Safe to share
+# between machines and CPUs because the build holds every CPU variant and chooses at run time; a build
+# with one machine's native flags could not be shared like this.
+cache_root="${PERSONAGRAPH_CACHE_DIR:-$HOME/.cache/personagraph}/llama-server"
+cached="$cache_root/$(printf '%s' "$stamp" | sha256sum | cut -c1-16)"
+install_from() {  # replaces $dest as a whole, so a half-copied install is never used
+  rm -rf "$dest.new"
+  mkdir -p "$dest.new"
+  cp -a "$1"/. "$dest.new/"
+  rm -rf "$dest"
+  mv "$dest.new" "$dest"
+}
+if [ -x "$cached/llama-server" ] && [ "$(cat "$cached/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
+  install_from "$cached"
+  echo "llama-server $version installed in $dest (from the build cache $cached)"
+  exit 0
+fi
 command -v c++ >/dev/null || { echo "error: a C++ compiler is needed (Debian: apt-get install g++)" >&2; exit 1; }
 cmake_bin="$(command -v cmake || true)"
 if [ -z "$cmake_bin" ]; then  # no system cmake: PyPI's
@@ -52,11 +71,11 @@ src="$work/llama_cpp_python-$version/vendor/llama.cpp"
   || { grep -m 20 -i "error" "$work/build.log" >&2; exit 1; }
 
 # The binary, the libraries it links and every CPU variant, in one folder (ggml looks for the variants
-# beside the executable); replaced as a whole so a half-copied install is never used.
-rm -rf "$dest.new"
-mkdir -p "$dest.new"
-cp -a "$work/build/bin/llama-server" "$work/build/bin/"*.so* "$dest.new/"
-echo "$stamp" >"$dest.new/BUILD_STAMP"
-rm -rf "$dest"
-mv "$dest.new" "$dest"
+# beside the executable), stamped; then the same folder is kept in the build cache.
+mkdir -p "$work/out"
+cp -a "$work/build/bin/llama-server" "$work/build/bin/"*.so* "$work/out/"
+echo "$stamp" >"$work/out/BUILD_STAMP"
+install_from "$work/out"
+mkdir -p "$cache_root"
+rm -rf "$cached.new" && cp -a "$work/out" "$cached.new" && rm -rf "$cached" && mv "$cached.new" "$cached"
 echo "llama-server installed in $dest"
