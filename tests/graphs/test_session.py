@@ -156,7 +156,14 @@ async def test_adversarial_levels_escalate_and_the_break_is_located(run_dir):
     register_script(
         "s-agent-breaks-at-2", lambda m, s: REFUSAL if "level 2" in m[-1]["content"] else "Well, I reckon so."
     )
-    summary = await simulate(config(model="test:s-agent-breaks-at-2", turns=4, adversarial=True), run_dir)
+    # A judge that never scores 1, so the refusal is the only break (the default test judge's scores are
+    # hash-drawn from the prompt: any prompt change could make one of them a judge-detected break).
+    register_script(
+        "s-steady-judge",
+        lambda m, s: json.dumps({"rationale": "fine", "score": 4, "contradictions": []} if s else "4"),
+    )
+    summary = await simulate(config(model="test:s-agent-breaks-at-2", turns=4, adversarial=True,
+                                    judges=["test:s-steady-judge"]), run_dir)
     record = session(run_dir)
     users = [e for e in record["turns"] if e["role"] == "user"]
     assert [e["level"] for e in users] == [1, 1, 2, 3]
