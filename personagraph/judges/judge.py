@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
 from personagraph.judges.protocols import (
     TOP_LOGPROBS,
     Protocol,
@@ -61,6 +63,11 @@ class Scored:
     error: str | None
     expected: float | None = None
 
+    def verdict_fields(self) -> dict[str, Any]:
+        """The fields every verdict record (eval, meta-eval, judge-check) takes from a reading."""
+        return {"status": self.status, "score": self.score, "expected_score": self.expected,
+                "rationale": self.rationale, "raw": self.raw, "error": self.error}
+
 
 async def score_response(
     client: ModelClient,
@@ -88,7 +95,8 @@ async def score_response(
         rubric=rubric.text(),
         persona=fence("PERSONA", persona_text(protocol, persona or "(not given)")),
         question=fence("QUESTION", question or "(not given)"),
-        exemplars=fence("EXAMPLES", examples) if examples else "(no examples available: rely on the rubric alone)",
+        exemplars=(fence("EXAMPLES", examples) if examples
+                   else "(no examples available: rely on the rubric alone)"),
         answer=fence("RESPONSE", response),
         low=rubric.scale[0],
         high=rubric.scale[1],
@@ -108,7 +116,8 @@ async def score_response(
         return Scored("failed", None, "", reply.raw, reply.error)
     value = reply.value.model_dump()
     rationale = str(value.get("rationale", "")).strip()
-    return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected_score(reply.logprobs, rubric.scale))
+    expected = expected_score(reply.logprobs, rubric.scale)
+    return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected)
 
 
 async def judge_answer(
@@ -135,12 +144,7 @@ async def judge_answer(
         id=short_id(answer.id, client.name),
         answer_id=answer.id,
         judge=client.name,
-        status=scored.status,
-        score=scored.score,
-        rationale=scored.rationale,
-        raw=scored.raw,
-        error=scored.error,
-        expected_score=scored.expected,
+        **scored.verdict_fields(),
     )
     cap = rubric.break_cap
     if answer.refusal and cap is not None and verdict.score is not None and verdict.score > cap:

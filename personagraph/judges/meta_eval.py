@@ -426,12 +426,7 @@ async def judge_item(
         criterion=criterion.key,
         judge=client.name,
         rubric_scale=criterion.rubric.scale,
-        status=scored.status,
-        score=scored.score,
-        expected_score=scored.expected,
-        rationale=scored.rationale,
-        raw=scored.raw,
-        error=scored.error,
+        **scored.verdict_fields(),
     )
 
 
@@ -539,9 +534,9 @@ def build_meta_summary(
 
     A failed verdict is counted and left out (never a score); the ensemble score of an item is the
     mean of its judges' parsed scores on the human scale. A judge whose parsed verdicts all carry a
-    probability-weighted score gets a second row, ``<judge> (expected)``, from those. Every statistic comes from
-    :mod:`personagraph.judges.stats`: agreement metrics with paired bootstrap CIs evaluated over all
-    resamples at once (equal to scipy / scikit-learn per resample), α from krippendorff.
+    probability-weighted score gets a second row, ``<judge> (expected)``, from those. Every statistic
+    comes from :mod:`personagraph.judges.stats`: agreement metrics with paired bootstrap CIs evaluated
+    over all resamples at once (equal to scipy / scikit-learn per resample), α from krippendorff.
     """
     by_item: dict[tuple[str, str], MetaVerdict] = {(v.item_key, v.judge): v for v in verdicts}
     groups: dict[str, list[MetaItem]] = defaultdict(list)

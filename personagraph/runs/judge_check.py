@@ -353,12 +353,7 @@ async def run(
                 judgement_key=judgement.key,
                 judge=spec,
                 criterion=judgement.criterion,
-                status=scored.status,
-                score=scored.score,
-                expected_score=scored.expected,
-                rationale=scored.rationale,
-                raw=scored.raw,
-                error=scored.error,
+                **scored.verdict_fields(),
             )
             store.put(VERDICT_KIND, vid, verdict, unit=spec)
             verdicts[(judgement.key, spec)] = verdict
