@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import signal
 import sqlite3
 import sys
@@ -41,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._harness import machine  # noqa: E402
 from personagraph.cli import app  # noqa: E402
 from personagraph.models import LOCAL_MODELS, openai_http  # noqa: E402
 from personagraph.models import engine as engine_module  # noqa: E402
@@ -49,18 +49,6 @@ COWBOY = "A 70-year-old retired cowboy from Texas"
 CRASH_PERSONA = "A 52-year-old night-shift nurse from Glasgow"
 JUDGE = "qwen2.5-coder-1.5b"  # the default judge and generator
 RETRY_MARK = "That reply was not valid"  # the model layer's format-retry prompt (models/client.py)
-
-
-def machine_line() -> str:
-    """CPU model, cores, AVX-512/AMX and the load average now."""
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown")
-    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                      if line.startswith("flags")), []))
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"machine: {model}, {os.cpu_count()} cores, avx512 {'yes' if 'avx512f' in flags else 'no'}, "
-            f"amx {'yes' if 'amx_tile' in flags else 'no'}, load average at start {load}")
 
 
 @dataclass
@@ -170,7 +158,7 @@ def kill_once(run_dir: Path, after_calls: int, killed: list[str]) -> Callable[[]
 
 
 def main(persona: str) -> None:
-    print(machine_line(), flush=True)
+    print(machine(), flush=True)
     print(f"engine: {engine_module.server_path()}, {engine_module.SLOTS} slots per model, "
           f"{engine_module.CTX_PER_SLOT} tokens of context per slot", flush=True)
     for model in LOCAL_MODELS.values():  # assembled before timing: the first install does this once
