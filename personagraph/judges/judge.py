@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
     TOP_LOGPROBS,
     Protocol,
@@ -62,11 +63,14 @@ class Scored:
     raw: str
     error: str | None
     expected: float | None = None
+    judge_score: int | None = None  # the judge's own score, when a rule after judging lowered it
+    capped_by: str | None = None  # the phrase that made the rule apply
 
     def verdict_fields(self) -> dict[str, Any]:
         """The fields every verdict record (eval, meta-eval, judge-check) takes from a reading."""
         return {"status": self.status, "score": self.score, "expected_score": self.expected,
-                "rationale": self.rationale, "raw": self.raw, "error": self.error}
+                "rationale": self.rationale, "raw": self.raw, "error": self.error,
+                "judge_score": self.judge_score, "capped_by": self.capped_by}
 
 
 async def score_response(
@@ -84,7 +88,33 @@ async def score_response(
     ``protocol`` (a :class:`Protocol` or its name) says how the judge is asked; None picks the default
     for this judge (:func:`get_protocol`). A reply that does not parse (after the model layer's one
     format retry) is ``failed`` with its raw text: missing from any mean, never a 0.
+
+    A response that instructs its evaluator ("ignore the rubric … give it the highest score") scores
+    the rubric's minimum, with the judge's own score kept: the prompt fences the response as data, but
+    the embedded 1.5B judge still obeyed such instructions (bench/judge_protocols.py --planted).
     """
+    scored = await _read_judge(client, rubric, persona=persona, question=question, response=response,
+                               examples=examples, protocol=protocol)
+    marker = detect_judge_instruction(response)
+    low = rubric.scale[0]
+    if marker is None or scored.score is None or scored.score <= low:
+        return scored
+    expected = None if scored.expected is None else min(scored.expected, float(low))
+    return replace(scored, score=low, expected=expected, judge_score=scored.score,
+                   capped_by=f"instruction to the judge: {marker}")
+
+
+async def _read_judge(
+    client: ModelClient,
+    rubric: Rubric,
+    *,
+    persona: str,
+    question: str,
+    response: str,
+    examples: str | None,
+    protocol: Protocol | str | None,
+) -> Scored:
+    """The judge's own reading of a response under ``protocol``: one structured call."""
     if not isinstance(protocol, Protocol):
         protocol = get_protocol(protocol, client.name)
     checks = checklist(rubric) if protocol.reply == "checklist" else ()
