@@ -157,14 +157,14 @@ def kill_once(run_dir: Path, after_calls: int, killed: list[str]) -> Callable[[]
     return body
 
 
-def main(persona: str) -> None:
+def main(persona: str, keep: Path | None = None) -> None:
     print(machine(), flush=True)
     print(f"engine: {engine_module.server_path()}, {engine_module.SLOTS} slots per model, "
           f"{engine_module.CTX_PER_SLOT} tokens of context per slot", flush=True)
     for model in LOCAL_MODELS.values():  # assembled before timing: the first install does this once
         engine_module.ensure_weights(model)
     with tempfile.TemporaryDirectory(prefix="pg-bench-embedded-") as tmp:
-        root = Path(tmp)
+        root = keep or Path(tmp)
         current = quick_run(root / "current", persona)
         print(current.line("current"), flush=True)
         with previous_design():
@@ -184,4 +184,7 @@ def main(persona: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--persona", default=COWBOY)
-    main(parser.parse_args().persona)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the three run directories here (e.g. for judge-check --from KEEP/current)")
+    args = parser.parse_args()
+    main(args.persona, args.keep)
