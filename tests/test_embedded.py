@@ -6,10 +6,11 @@ import pytest
 
 from personagraph.agents import PersonaAgent
 from personagraph.judges.judge import score_response
+from personagraph.judges.protocols import score_schema
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
+from personagraph.models.client import extract_json
 from personagraph.models.engine import engine_for
-from personagraph.schemas import JudgeReply
 
 pytestmark = pytest.mark.embedded
 COWBOY = "A 70-year-old retired cowboy from Texas"
@@ -22,18 +23,21 @@ async def test_persona_agent_answers_in_persona(run_dir) -> None:
 
 
 async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
+    """The default protocol for local: judges (score only, persona as numbered facts), through the engine:
+    the reply parses and llama.cpp's log-probabilities give a probability-weighted score beside it."""
     judge = ModelClient.create("local:qwen2.5-coder-1.5b", "judge", max_tokens=120)
+    rubric = load_rubric("linguistic_habits")
     scored = await score_response(
         judge,
-        load_rubric("linguistic_habits"),
+        rubric,
         persona=COWBOY,
         question="How would you greet a stranger at the county fair?",
         response="Howdy, partner! Pull up a hay bale and tell me what brings you 'round these parts.",
     )
     assert scored.status == "ok", scored.error
-    verdict = JudgeReply.model_validate_json(scored.raw) if scored.raw.strip().startswith("{") else None
-    assert verdict is not None and 1 <= verdict.score <= 5 and verdict.rationale.strip()
-    assert scored.score == verdict.score
+    reply = score_schema(*rubric.scale, with_rationale=False).model_validate(extract_json(scored.raw))
+    assert 1 <= reply.score <= 5 and scored.score == reply.score  # type: ignore[attr-defined]
+    assert scored.expected is not None and 1.0 <= scored.expected <= 5.0
 
 
 async def test_the_engine_runs_on_this_cpu() -> None:
