@@ -220,9 +220,29 @@ async def abehavior_alignment(
     return await behavior_run.run(config, run_dir, settings=settings_for(base_url, api_key))
 
 
+async def amemory_dialogue(
+    dialogues: str | Path,
+    memories: str | Path,
+    *,
+    run_dir: str | Path = "runs/memory-dialogue",
+    on_progress: ProgressHandler | None = None,
+    **options: Any,
+) -> Any:
+    """Memory-augmented dialogue on MADial-Bench (one setting: retrieve, respond, judge); ``**options``
+    are the :class:`~personagraph.memory.dialogue_eval.DialogueEvalConfig` fields (``setting``,
+    ``model``, ``judge``, ``method``, ``limit``, …). Returns its ``MemoryDialogueSummary``."""
+    # Imported here, not at the top: it loads chromadb (~0.5 s), which `import personagraph` should not pay.
+    from personagraph.memory.dialogue_eval import DialogueEvalConfig
+    from personagraph.runs import memory_dialogue as memory_dialogue_run
+
+    config = make_config(DialogueEvalConfig, **options)
+    return await memory_dialogue_run.run(config, dialogues, memories, run_dir, on_progress=on_progress)
+
+
 simulate = synchronous(asimulate, "simulate")
 meta_evaluate = synchronous(ameta_evaluate, "meta_evaluate")
 judge_check = synchronous(ajudge_check, "judge_check")
 persobench = synchronous(apersobench, "persobench")
 longlamp = synchronous(alonglamp, "longlamp")
 behavior_alignment = synchronous(abehavior_alignment, "behavior_alignment")
+memory_dialogue = synchronous(amemory_dialogue, "memory_dialogue")

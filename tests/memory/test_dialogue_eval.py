@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import personagraph
 from personagraph.memory.dialogue_eval import CRITERIA, DialogueEvalConfig, load_criterion
 from personagraph.runs.base import Summary
 from personagraph.runs.memory_dialogue import run as run_dialogue_eval
@@ -47,3 +48,17 @@ async def test_settings_run_judge_and_resume(
     assert again.llm_calls == 0 and again.model_dump(exclude=set(Summary.model_fields)) == summary
     store = RunStore(run_dir, readonly=True)
     assert store.call_stats() == calls
+
+
+def test_the_top_level_verb_runs_a_setting(
+    tmp_path: Path, madial_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``personagraph.memory_dialogue`` (sync, keyword options = the config's fields) is the same run."""
+    monkeypatch.setattr(
+        "personagraph.memory.madial.facts",
+        lambda: {"memory_split": 76, "users": {}, "conversation_date": "2024-06-15"},
+    )
+    dialogues, memories = madial_files
+    summary = personagraph.memory_dialogue(dialogues, memories, run_dir=tmp_path / "run", setting=2,
+                                           model="test:default", judge="test:judge")
+    assert summary.kind == "memory-dialogue" and summary.turns == 3 and summary.exit_code == 0
