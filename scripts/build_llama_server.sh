@@ -4,7 +4,7 @@
 #
 # Portable by construction: GGML_NATIVE=OFF with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS builds one CPU
 # backend per x86-64 level (x64, sse42, … haswell, skylakex, icelake, … sapphirerapids with AMX) and
-# ggml loads the best one for the CPU it runs on, at start. Never -march=native: a binary built on one
+# ggml loads the best one for the CPU it runs on, at start. Never the native-CPU flags: a binary built on one
 # CPU must not be reused on another (pip's wheel cache did exactly that with llama-cpp-python).
 # The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
