@@ -164,6 +164,7 @@ engine.ensure_weights = lambda model: "unused.gguf"
 server = engine.engine_for("qwen2.5-coder-0.5b")
 asyncio.run(server.base_url())
 print(server.pid, flush=True)
+sys.stdin.readline()  # the test has seen the server alive: now exit normally (or wait to be killed)
 if sys.argv[1] == "wait":
     time.sleep(120)
 """
@@ -175,10 +176,12 @@ def test_nothing_is_left_running_when_the_parent_exits_or_is_killed(
 ) -> None:
     use_fake_engine(tmp_path, monkeypatch)
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, "wait" if end == "SIGKILL" else "exit"],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    assert parent.stdout is not None
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert parent.stdout is not None and parent.stdin is not None
     pid = int(parent.stdout.readline())
-    assert alive(pid)
+    assert alive(pid)  # the parent holds on until told (it exited at once before: a race with this check)
+    parent.stdin.write("go\n")
+    parent.stdin.close()
     if end == "SIGKILL":
         parent.kill()  # no atexit: the kernel's parent-death signal ends the server
     parent.wait(60)
