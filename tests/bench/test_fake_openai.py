@@ -234,13 +234,11 @@ async def test_delay_and_concurrency_counters() -> None:
         await api.chat.completions.create(model="m", messages=user("one"))
         assert time.perf_counter() - started >= 0.3
 
-        started = time.perf_counter()
         await asyncio.gather(
             *(api.chat.completions.create(model="m", messages=user(f"call {i}")) for i in range(5))
         )
-        assert time.perf_counter() - started < 5 * 0.3  # served concurrently, not one by one
         stats = server.stats()
-        assert stats.max_in_flight == 5 and stats.in_flight == 0
+        assert stats.max_in_flight == 5 and stats.in_flight == 0  # served concurrently, not one by one
         assert stats.requests_total == stats.completions == 6
 
 
@@ -259,13 +257,10 @@ async def test_delay_and_concurrency_counters() -> None:
 async def test_each_fault_at_rate_one(kind: str, error: type[Exception]) -> None:
     async with FakeOpenAI(**{f"rate_{kind}": 1.0}, timeout_sleep=5) as server:
         async with client_for(server, timeout=0.5) as api:
-            started = time.perf_counter()
             with pytest.raises(error) as caught:
                 await api.chat.completions.create(model="m", messages=user("hello"))
-            elapsed = time.perf_counter() - started
         if kind == "drop":
-            assert not isinstance(caught.value, openai.APITimeoutError)
-            assert elapsed < 0.5
+            assert not isinstance(caught.value, openai.APITimeoutError)  # dropped at once, not timed out
         stats = server.stats()
         assert stats.faults[kind] == 1 and sum(stats.faults.values()) == 1
         assert stats.completions == 0

@@ -19,9 +19,14 @@ def test_a_sequential_executor_fails_the_latency_target() -> None:
     assert report(result)[-1].endswith("NOT met")
 
 
-def test_the_real_graph_meets_the_latency_target() -> None:
-    with fake_server(delay=1.0, full_lists=True) as server:
-        result = asyncio.run(measure(server, 1.0, concurrency=64))
-    assert result.calls > 8 * GRAPH_ROUND_TRIPS  # the fan-out happened, in about four round trips
-    assert result.passed, report(result)
-    assert report(result)[-1].endswith(": met")
+def test_the_real_graph_runs_its_fan_out_in_four_round_trips() -> None:
+    # The structure, not the clock: with enough concurrency the fan-out of each step is in flight at
+    # once, so the longest chain of requests is the graph's four dependent round trips. Whether the wall
+    # time meets the 1.3 × ideal target is the bench's figure (bench/persona_eval_latency.py): on a
+    # loaded CI machine it is not a property of the code, and a timed test there fails at random.
+    with fake_server(delay=0.5, full_lists=True) as server:
+        result = asyncio.run(measure(server, 0.5, concurrency=64))
+    assert result.calls > 8 * GRAPH_ROUND_TRIPS  # the fan-out happened
+    assert result.chain == GRAPH_ROUND_TRIPS, report(result)
+    assert result.requests == result.calls  # nothing was resent
+    assert report(result)[-1].startswith(f"wall {result.wall:.2f} ideal {result.ideal:.2f}")
