@@ -49,10 +49,10 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     """Runs a command body (sync, or an async function run to completion) behind the one error path.
 
     PersonagraphError becomes one line and exit code 2 (a :class:`ConfigError` names the field's flag); a
-    returned :class:`Summary` with failed or incomplete items prints their count on stderr and exits with
-    its ``exit_code`` (3); Ctrl-C exits 130 without a traceback (every
-    finished item is already in the run store); any other exception is a bug: one line and exit 1,
-    or the traceback with ``--verbose``.
+    returned :class:`Summary` prints its outcome line on stderr (failed and incomplete items, retried and
+    recovered ones) and, with failed or incomplete items, exits with its ``exit_code`` (3); Ctrl-C exits 130
+    without a traceback (every finished item is already in the run store); any other exception is a bug:
+    one line and exit 1, or the traceback with ``--verbose``.
     """
     try:
         result = work()
@@ -73,9 +73,11 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
         err_console.print(Text(redact_text(f"internal error: {type(exc).__name__}: {exc} (run with --verbose for "
                                            "the traceback and report it)"), style="bold red"), soft_wrap=True)
         raise typer.Exit(code=1) from None
-    if isinstance(result, Summary) and (line := result.outcome_line()) is not None:
-        err_console.print(Text(line), soft_wrap=True)
-        raise typer.Exit(code=result.exit_code)
+    if isinstance(result, Summary):
+        if (line := result.outcome_line()) is not None:
+            err_console.print(Text(line), soft_wrap=True)
+        if result.exit_code:
+            raise typer.Exit(code=result.exit_code)
     return result  # type: ignore[return-value]
 
 
@@ -97,6 +99,10 @@ ENDPOINT_OPTION = typer.Option(
     help="A named OpenAI-compatible endpoint for openai@NAME:MODEL specs (repeatable: e.g. agent on vLLM, judges "
     "on another server). key-env names the variable holding its key (none: no key is sent); concurrency caps "
     "its requests in flight (default --concurrency or 8). Keys are never written to the run directory.",
+)
+RETRY_FAILED_OPTION = typer.Option(
+    True, "--retry-failed/--no-retry-failed",
+    help="On resume, retry the items that failed before (default) or keep them failed.",
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",

@@ -11,6 +11,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     run,
@@ -49,6 +50,7 @@ def behavior_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Label recommendation strategies; report κ against human labels and the system's behavior alignment."""
 
@@ -56,7 +58,7 @@ def behavior_command(
         config = BehaviorConfig(
             dialogues=dialogues, labeller=labeller, classifier=classifier, fit_classifier=fit_classifier,
             responses=responses, system=system, system_speaker=system_speaker, limit=limit, seed=seed,
-            embedding_model=embedding_model,
+            embedding_model=embedding_model, retry_failed=retry_failed,
         )
         with console.status("labelling…"):
             summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint))

@@ -14,6 +14,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -53,8 +54,7 @@ def eval_command(
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
                                "1 judge (flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
-    retry_failed: bool = typer.Option(True, "--retry-failed/--no-retry-failed", help="On resume, retry the items "
-                                      "that failed before (default) or keep them failed."),
+    retry_failed: bool = RETRY_FAILED_OPTION,
     non_answers: str = typer.Option("minimum", "--non-answers", help="Failed or empty answers: 'minimum' scores "
                                     "them the rubric's lowest score (counted), 'exclude' leaves them out."),
     judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
@@ -103,7 +103,6 @@ def eval_command(
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
             f"failed items: {len(summary.failures)} · incomplete personas: {summary.incomplete} · "
-            + (f"retried: {summary.retried}, recovered: {summary.recovered} · " if summary.retried else "")
             + (f"short of the requested count: {len(summary.shortfalls)} · " if summary.shortfalls else "")
             + f"personas finished: {summary.personas_finished}/{summary.personas} · results: {run_dir}/summary.json"
         ), soft_wrap=True)

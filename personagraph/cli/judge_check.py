@@ -13,6 +13,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -100,6 +101,7 @@ def judge_check_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Metamorphic test of judges: persona swap, AI disclosure, generic rewrite, contradiction, padding."""
 
@@ -126,6 +128,7 @@ def judge_check_command(
             "min_caught": min_caught,
             "max_judge_tokens": max_judge_tokens,
             "max_variant_tokens": max_variant_tokens,
+            "retry_failed": retry_failed,
         }
         if variant:
             fields["variants"] = variant

@@ -10,6 +10,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -38,6 +39,7 @@ def longlamp_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Retrieve from each user's profile, generate personalized long-form text, score ROUGE-1/L and METEOR."""
 
@@ -47,7 +49,7 @@ def longlamp_command(
         load_longlamp(data, limit)  # a bad file fails before any set-up
         config = LongLaMPConfig(data=data, model=model, retriever=retriever, k=k, limit=limit, seed=seed,  # type: ignore[arg-type]
                                 max_tokens=max_tokens, embedding_model=embedding_model,
-                                failures_as_worst=failures_as_worst)
+                                failures_as_worst=failures_as_worst, retry_failed=retry_failed)
         settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
             summary = await run_longlamp(config, run_dir, settings=settings, on_progress=progress_bars(progress))
@@ -57,9 +59,6 @@ def longlamp_command(
         mean_time = "—" if cost.mean_response_time_s is None else f"{cost.mean_response_time_s:.2f}s"
         console.print(f"empty generations {cost.failures}/{cost.n} · response time {mean_time} per item · "
                       f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits}")
-        if summary.unfinished:
-            console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
-                          "run the same command again to retry them[/yellow]")
         console.print(f"results: {run_dir}/longlamp_summary.json")
         return summary
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import console, progress_bars, progress_display, run
+from personagraph.cli._common import RETRY_FAILED_OPTION, console, progress_bars, progress_display, run
 from personagraph.errors import PersonagraphError
 from personagraph.terminal import key_column, neutralise, plain
 
@@ -316,10 +316,11 @@ def eval_dialogue(
     seed: int = typer.Option(1991, "--seed", help="Seed of setting 2's shuffle."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
     method: str = typer.Option("fusion", "--method", help="Retriever for settings 2 (negatives) and 3."),
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Memory recognition + response on MADial-Bench, judged with MADial's criteria."""
 
-    async def body() -> None:
+    async def body() -> Any:
         # the memory stack (Chroma, the encoder) is heavy: imported when a memory command runs
         from personagraph.memory.dialogue_eval import DialogueEvalConfig, render_summary
         from personagraph.runs.memory_dialogue import run as run_dialogue_eval
@@ -329,13 +330,15 @@ def eval_dialogue(
             raise PersonagraphError("--method: give one retriever")
         name = names[0]
         config = DialogueEvalConfig(
-            setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name
+            setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name,
+            retry_failed=retry_failed,
         )
         with progress_display(label_width=14, transient=True) as progress:
             summary = await run_dialogue_eval(
                 config, dialogues, memories, run_dir, on_progress=progress_bars(progress)
             )
         console.print(render_summary(summary.model_dump()))
+        return summary  # its failed items set the exit code
 
     run(body)
 

@@ -15,6 +15,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -165,6 +166,7 @@ def meta_eval_command(
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Meta-evaluate judges: agreement with human labels (ρ, τ, κ, MAE with CIs) and self-preference."""
 
@@ -187,6 +189,7 @@ def meta_eval_command(
                 seed=seed,
                 n_resamples=resamples,
                 judge_protocol=judge_protocol,
+                retry_failed=retry_failed,
             )
             settings = model_settings(base_url, api_key, endpoint)
             # Started once the items file is validated, so an input error prints alone.

@@ -10,6 +10,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -51,6 +52,7 @@ def persobench_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Generate personalized responses (vanilla or CoT) and score them: fluency, diversity, personalization."""
 
@@ -58,7 +60,7 @@ def persobench_command(
         load_persobench(data, limit)  # a bad file fails before any set-up
         chosen = choose_metrics(metrics, True, True, nli_model)
         config = PersoBenchConfig(
-            data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens,
+            data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens, retry_failed=retry_failed,
             score=ScoreConfig(metrics=chosen, nli_model=nli_model, bertscore_model=bertscore_model,
                               bertscore_layers=bertscore_layers, embedding_model=embedding_model,
                               failures_as_worst=failures_as_worst),
@@ -79,9 +81,6 @@ def persobench_command(
             f"({cost.failures}/{cost.n}) · response time {mean_time} per item · LLM calls this run: "
             f"{summary.llm_calls} · cache hits: {summary.cache_hits}"
         )
-        if summary.unfinished:
-            console.print(f"[yellow]{summary.unfinished} item(s) not generated (the model call failed); "
-                          "run the same command again to retry them[/yellow]")
         console.print(f"results: {run_dir}/persobench_summary.json")
         return summary
 

@@ -12,6 +12,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    RETRY_FAILED_OPTION,
     console,
     model_settings,
     progress_display,
@@ -139,6 +140,7 @@ def simulate_command(
     allow_self_judging: bool = typer.Option(
         False, "--allow-self-judging", help="Let a model judge its own turns."
     ),
+    retry_failed: bool = RETRY_FAILED_OPTION,
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
@@ -169,6 +171,7 @@ def simulate_command(
             seed=seed,
             max_agent_tokens=max_tokens,
             allow_self_judging=allow_self_judging,
+            retry_failed=retry_failed,
         )
         settings = model_settings(base_url, api_key, endpoint)
         specs = session_specs(config)

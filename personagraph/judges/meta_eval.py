@@ -18,7 +18,8 @@ Input is an items file, one record per human-rated response (JSONL, or CSV with 
 
 Every judge scores every record through :func:`personagraph.judges.judge.score_response` with a
 :class:`~personagraph.store.RunStore` in the run directory: each verdict is a ``meta_verdict`` record
-and a re-run asks nothing already answered (a transport failure with no reply is asked again).
+and a re-run asks nothing already answered (a failed verdict is asked again unless ``retry_failed`` is off;
+its reply, if any, comes from the response cache).
 
 Scales: a judge's score on the rubric's scale is mapped linearly onto the record's human scale, not
 rounded: Spearman/Kendall are unaffected, MAE and bias are in human-scale units, and the
@@ -441,6 +442,7 @@ class MetaEvalConfig(BaseModel):
     seed: int = 0
     n_resamples: int = Field(1000, ge=100, le=100_000)
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
+    retry_failed: bool = True  # a resumed run asks failed verdicts again (False keeps them failed)
 
 
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> Path:

@@ -44,6 +44,7 @@ class DialogueEvalConfig(BaseModel):
     method: str = "fusion"
     negatives: int = 4
     concurrency: int = Field(4, ge=1)
+    retry_failed: bool = True  # a resumed run does the turns with failed items again (False keeps them)
 
 
 class SubpointReply(BaseModel):

@@ -278,11 +278,16 @@ class LLMLabeller:
 
     async def label(self, context: str, utterance: str) -> str | None:
         """The strategy of one utterance, or None when the model gave no valid label."""
+        return (await self.attempt(context, utterance))[0]
+
+    async def attempt(self, context: str, utterance: str) -> tuple[str | None, str | None]:
+        """``(strategy, None)``, or ``(None, why)`` when the call failed or gave no valid label."""
         messages = load_prompt("strategy_labeller").messages(
             strategies=strategies_text(), context=context, utterance=utterance
         )
         result = await self.client.structured(messages, self._schema)
-        return getattr(result.value, "strategy", None) if result.ok else None
+        strategy = getattr(result.value, "strategy", None) if result.ok else None
+        return (strategy, None) if strategy else (None, result.error or "no valid label")
 
 
 CLASSIFIER_FORMAT = "personagraph-strategy-classifier"
@@ -387,6 +392,7 @@ class BehaviorConfig(BaseModel):
         limit: only the first N dialogues.
         embedding_model: sentence embeddings for the classifier (None = packaged MiniLM).
         seed: bootstrap seed. n_resamples: bootstrap resamples.
+        retry_failed: a resumed run asks failed labels and responses again (False keeps them failed).
     """
 
     dialogues: Path
@@ -401,6 +407,7 @@ class BehaviorConfig(BaseModel):
     seed: int = 0
     n_resamples: int = Field(2000, ge=100)
     max_tokens: int = Field(128, ge=1)
+    retry_failed: bool = True
 
 
 def load_responses(path: str | Path, dialogues: Sequence[Dialogue]) -> dict[tuple[str, int], str]:

@@ -189,6 +189,7 @@ class LongLaMPConfig(BaseModel):
         limit: only the first N records. seed: random retriever seed. max_tokens: generation limit.
         embedding_model: dense retriever embeddings (None = packaged MiniLM).
         failures_as_worst: average empty generations into the means as zeros.
+        retry_failed: a resumed run asks the records whose call failed again (False keeps them failed).
     """
 
     data: Path
@@ -201,6 +202,7 @@ class LongLaMPConfig(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     embedding_model: str | None = None
     failures_as_worst: bool = False
+    retry_failed: bool = True
 
     @property
     def unit(self) -> str:

@@ -152,6 +152,7 @@ class PersoBenchConfig(BaseModel):
         score: metrics and the models that compute them.
         max_tokens: generation limit per reply.
         temperature: sampling temperature.
+        retry_failed: a resumed run asks the items whose call failed again (False keeps them failed).
     """
 
     data: Path
@@ -161,6 +162,7 @@ class PersoBenchConfig(BaseModel):
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     max_tokens: int = Field(256, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    retry_failed: bool = True
 
     @property
     def mode(self) -> Mode:

@@ -17,6 +17,12 @@ whose totals the library knows (the CLI only draws them).
 Outcome accounting: every :class:`Summary` carries ``failures`` (one :class:`FailedItem` per item that did
 not finish: stage, item id, model, reason) and ``incomplete`` (items neither finished nor failed); its
 ``exit_code`` is what the CLI exits with (0, or :data:`EXIT_INCOMPLETE`).
+
+Retry on resume: a failed item is not finished. A run kind asks :meth:`Run.pending` for each of its items
+(or units) with the failures its stored record holds: an item without a record is done now, a failed one
+again unless the run keeps failed items (``retry_failed=False``), a finished one never. :meth:`Run.finish`
+then says how many earlier failed items this run ``retried`` and how many of them it ``recovered``. The
+response cache answers every call that succeeded before, so a retry sends only the calls that failed.
 """
 
 from __future__ import annotations
@@ -25,18 +31,19 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import Meter
 from personagraph.provenance import data_file_hashes, library_versions, weight_hashes
+from personagraph.redact import redact_text
 from personagraph.store import RunStore
 
 EXIT_OK = 0
@@ -67,13 +74,48 @@ def make_config(cls: type[C], **fields: Any) -> C:
         raise ConfigError(field, first["msg"].removeprefix("Value error, ")) from None
 
 
+REASON_CHARS = 300  # a failed item's reason is one line of at most this many characters
+
+
 class FailedItem(BaseModel):
-    """One item of a run that failed: where, which, for which model, and why (one line)."""
+    """One item of a run that failed: where, which, for which model, and why (one line, secrets scrubbed:
+    a provider's error body may echo the API key)."""
 
     stage: str
     item: str
     model: str | None = None
     reason: str
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _one_line(cls, value: object) -> str:
+        return " ".join(redact_text(str(value or "failed")).split())[:REASON_CHARS] or "failed"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What names the item across runs: its stage and id."""
+        return (self.stage, self.item)
+
+
+def is_failed(record: dict[str, Any]) -> bool:
+    """Whether a stored item record (``status``: ``ok``, ``failed``, ``empty``, …; none: ok) failed."""
+    return record.get("status", "ok") != "ok"
+
+
+def failed_records(
+    stage: str, records: Iterable[dict[str, Any] | None], model: str | None
+) -> list[FailedItem]:
+    """The failed ones among item records (``id``, ``status``, ``error``) of one stage and model."""
+    return [
+        FailedItem(stage=stage, item=r["id"], model=model, reason=r.get("error"))
+        for r in records
+        if r is not None and is_failed(r)
+    ]
+
+
+def record_failures(stage: str, record: dict[str, Any] | None, model: str | None) -> list[FailedItem] | None:
+    """What :meth:`Run.pending` is told about one stored item record: None (no record yet) or its failures."""
+    return None if record is None else failed_records(stage, [record], model)
 
 
 class Summary(BaseModel):
@@ -93,6 +135,8 @@ class Summary(BaseModel):
     roles: dict[str, Any] = Field(default_factory=dict)  # calls and cache hits per model role
     failures: list[FailedItem] = Field(default_factory=list)
     incomplete: int = 0
+    retried: int = 0  # failed items of earlier runs that this run did again
+    recovered: int = 0  # of those, the ones that finished this time
 
     @property
     def complete(self) -> bool:
@@ -105,14 +149,15 @@ class Summary(BaseModel):
         return EXIT_OK if self.complete else EXIT_INCOMPLETE
 
     def outcome_line(self) -> str | None:
-        """One line counting the failed and incomplete items (None when there are none)."""
+        """One line counting failed, incomplete, retried and recovered items (None when there are none)."""
+        retry = f"retried: {self.retried}, recovered: {self.recovered}" if self.retried else ""
         if self.complete:
-            return None
+            return retry or None
         parts = [f"{len(self.failures)} failed"] if self.failures else []
         parts += [f"{self.incomplete} incomplete"] if self.incomplete else []
         return (
             f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'}); "
-            "run the same command again to resume"
+            "run the same command again to resume" + (f" ({retry})" if retry else "")
         )
 
 
@@ -184,6 +229,7 @@ class Run:
         on_progress: receives a :class:`ProgressEvent` whenever a stage's total or count changes.
         summary_file: the file in ``run_dir`` that :meth:`finish` writes.
         write_behind: open the store with a writer thread (see :class:`~personagraph.store.RunStore`).
+        retry_failed: a resumed run does the items that failed before again (False: keeps them failed).
     """
 
     def __init__(
@@ -198,8 +244,11 @@ class Run:
         on_progress: ProgressHandler | None = None,
         summary_file: str = "summary.json",
         write_behind: bool = False,
+        retry_failed: bool = True,
     ) -> None:
         self.kind = kind
+        self.retry_failed = retry_failed
+        self._retrying: set[tuple[str, str]] = set()
         self.run_dir = Path(run_dir)
         self.config = config
         self.meter = Meter()
@@ -272,10 +321,30 @@ class Run:
         if self._on_progress is not None:
             self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage)))
 
+    # --- retry on resume -------------------------------------------------------------------------------
+    def pending(self, failures: list[FailedItem] | None) -> bool:
+        """Whether this run does an item (or a unit of items) now, given the failures of its stored record:
+        ``None`` (no record yet) → yes; failed items → yes when retrying (they count as retried), else
+        they stay failed; ``[]`` (finished) → no."""
+        if failures is None:
+            return True
+        if failures and self.retry_failed:
+            self.retrying(failures)
+            return True
+        return False
+
+    def retrying(self, failures: Iterable[FailedItem]) -> None:
+        """Counts earlier failed items that this run does again (see :meth:`pending`)."""
+        self._retrying.update(f.key for f in failures)
+
     # --- the end --------------------------------------------------------------------------------------
     def finish(self, summary: S, *, write: bool = True) -> S:
-        """Fills the numbers every summary has and writes it to :attr:`summary_file` (``write=False``:
-        the kind writes its own file, e.g. one that gathers several units)."""
+        """Fills the numbers every summary has (calls, wall time, retried and recovered items) and writes it
+        to :attr:`summary_file` (``write=False``: the kind writes its own file, e.g. one that gathers
+        several units)."""
+        still = {f.key for f in summary.failures}
+        summary.retried = len(self._retrying)
+        summary.recovered = len(self._retrying - still)
         summary.kind = self.kind
         summary.run_dir = str(self.run_dir)
         summary.llm_calls = self.meter.total_calls

@@ -1,13 +1,19 @@
 """The ``behavior-alignment`` run: a labeller (LLM or classifier) on the human recommender utterances
 (Cohen's κ against the human labels), then on the system's responses (behavior alignment with the human
 turns). ``metrics/behavior.py`` loads INSPIRED dialogues and holds the labellers and statistics.
+
+Items: every LLM label (``behavior.label``: stage ``labels`` for a human utterance, ``system labels`` for
+a system response) and every generated response (``behavior.response``) is a record ``{id, status,
+error, …}`` as it finishes; a failed one (a failed call, no valid label, an empty response) is a failed
+item, done again on resume unless ``retry_failed`` is off.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -30,9 +36,12 @@ from personagraph.metrics.behavior import (
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
-from personagraph.runs.base import Run, Summary, synchronous
+from personagraph.runs.base import FailedItem, Run, Summary, failed_records, record_failures, synchronous
 
 SUMMARY_FILE = "behavior_summary.json"
+LABEL = f"{KIND}.label"
+RESPONSE = f"{KIND}.response"
+LABELS, SYSTEM_LABELS, RESPONSES = "labels", "system labels", "responses"  # the stages of the items
 
 
 class BehaviorSummary(Summary):
@@ -125,7 +134,7 @@ async def run(
     elif config.classifier:
         classifier = StrategyClassifier.load(config.classifier)
 
-    with Run(KIND, run_dir, config, summary_file=SUMMARY_FILE) as the_run:
+    with Run(KIND, run_dir, config, summary_file=SUMMARY_FILE, retry_failed=config.retry_failed) as the_run:
         the_run.record(strategies=data_hash(STRATEGIES_FILE))
         store, meter = the_run.store, the_run.meter
         llm = None
@@ -142,12 +151,34 @@ async def run(
                 )
             )
         labeller_name = llm.name if llm else classifier.name  # type: ignore[union-attr]
+        failures: list[FailedItem] = []
 
-        async def label_all(requests: list[tuple[str, str]]) -> list[str | None]:
+        async def item_record(
+            stage: str, kind: str, item: str, model: str, work: Callable[[], Awaitable[dict[str, Any]]]
+        ) -> dict[str, Any]:
+            """The record of one item: the stored one, or a new one from ``await work()`` (a failed one again
+            when retrying); its failure, if any, goes to ``failures``."""
+            record = store.get(kind, f"{stage}|{item}")
+            if the_run.pending(record_failures(stage, record, model)):
+                record = {"id": item, **await work()}
+                store.put(kind, f"{stage}|{item}", record, unit=stage)
+            failures.extend(failed_records(stage, [record], model))
+            return record
+
+        async def label_all(stage: str, requests: list[tuple[str, str, str]]) -> list[str | None]:
+            """Labels of ``(item id, context, text)`` requests."""
             if classifier is not None:
-                return await asyncio.to_thread(classifier.predict, [text for _, text in requests])
-            assert llm is not None
-            return list(await asyncio.gather(*(llm.label(context, text) for context, text in requests)))
+                return list(await asyncio.to_thread(classifier.predict, [text for _, _, text in requests]))
+            assert llm is not None and config.labeller is not None
+
+            async def one(item: str, context: str, text: str) -> str | None:
+                async def work() -> dict[str, Any]:
+                    label, error = await llm.attempt(context, text)
+                    return {"label": label, "status": "ok" if label else "failed", "error": error}
+
+                return (await item_record(stage, LABEL, item, config.labeller, work))["label"]
+
+            return list(await asyncio.gather(*(one(*request) for request in requests)))
 
         # 1. the labeller on the human recommender utterances, against the human labels → κ
         human_requests, human_labels = [], []
@@ -155,11 +186,12 @@ async def run(
             for turn in dialogue.turns:
                 if not turn.is_system:
                     continue
-                for text, labels in zip(turn.texts, turn.labels, strict=True):
+                for i, (text, labels) in enumerate(zip(turn.texts, turn.labels, strict=True)):
                     if labels:
-                        human_requests.append((dialogue.context(turn.index), text))
+                        item = f"{dialogue.id}|{turn.index}|{i}"
+                        human_requests.append((item, dialogue.context(turn.index), text))
                         human_labels.append(labels[0])
-        predicted = await label_all(human_requests)
+        predicted = await label_all(LABELS, human_requests)
         paired = [(p, h) for p, h in zip(predicted, human_labels, strict=True) if p is not None]
         kappa = cohen_kappa(
             [p for p, _ in paired], [h for _, h in paired], n_resamples=config.n_resamples, seed=config.seed
@@ -191,10 +223,17 @@ async def run(
                 )
 
                 async def respond(d: Dialogue, t: Turn) -> str | None:
-                    result = await client.complete(
-                        load_prompt("strategy_crs").messages(context=d.context(t.index))
-                    )
-                    return result.text.strip() if result.ok else None
+                    async def work() -> dict[str, Any]:
+                        result = await client.complete(
+                            load_prompt("strategy_crs").messages(context=d.context(t.index))
+                        )
+                        text = result.text.strip() if result.ok else ""
+                        status = "ok" if text else "empty" if result.ok else "failed"
+                        error = None if text else result.error or "empty reply"
+                        return {"text": text or None, "status": status, "error": error}
+
+                    item = f"{t.dialog_id}|{t.system_index}"
+                    return (await item_record(RESPONSES, RESPONSE, item, client.name, work))["text"]
 
                 generated = await asyncio.gather(*(respond(d, t) for d, t in targets))
                 texts = {t.key: text for (_, t), text in zip(targets, generated, strict=True)}
@@ -202,7 +241,11 @@ async def run(
             evaluated = [(d, t) for d, t in targets if t.key in texts]
             usable = [(d, t) for d, t in evaluated if (texts[t.key] or "").strip()]
             labelled = [(d, t) for d, t in usable if t.label_set]
-            system_labels = await label_all([(d.context(t.index), texts[t.key] or "") for d, t in labelled])
+            system_requests = [
+                (f"{t.dialog_id}|{t.system_index}", d.context(t.index), texts[t.key] or "")
+                for d, t in labelled
+            ]
+            system_labels = await label_all(SYSTEM_LABELS, system_requests)
             pairs_ba = [
                 ({label}, t.label_set)
                 for (_, t), label in zip(labelled, system_labels, strict=True)
@@ -227,6 +270,7 @@ async def run(
                         "ba": None if label is None else ba({label}, t.label_set),
                     },
                 )
+        summary.failures = failures
         the_run.finish(summary)
         the_run.record(summary=summary.model_dump(mode="json"))
         return summary

@@ -132,8 +132,6 @@ class EvalSummary(Summary):
     personas_finished: int = 0
     environments_unknown_dropped: int = 0
     shortfalls: list[dict[str, Any]] = Field(default_factory=list)  # fewer environments/questions than asked
-    retried: int = 0  # failed items of earlier runs that this run retried
-    recovered: int = 0  # of those, the ones that finished this time
     tokens: list[dict[str, Any]] = Field(default_factory=list)
     executor: str = "local"
 
@@ -194,7 +192,8 @@ async def run(
     for spec in config.judges:
         get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
     check_judges(config)
-    with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True) as run:
+    with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True,
+             retry_failed=config.retry_failed) as run:
         run.record(
             prompts={name: load_prompt(name).version for name in PROMPTS}
             | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
@@ -210,17 +209,15 @@ async def run(
             plugins=plugins,
             on_item=run.advance,
         )
-        retrying = _failures_to_retry(run.store, config)
+        run.retrying(_failures_to_retry(run.store, config))
         await runner.run(job, run.store, run.meter)
         summary = build_summary(run.store, config)
-        still = {(f.stage, f.item) for f in summary.failures}
-        summary.retried = len(retrying)
-        summary.recovered = sum((f.stage, f.item) not in still for f in retrying)
         summary.executor = runner.name
         if config.judge_check:
             run.store.flush()  # the check reads this run's answers from the store
             check = judge_check.JudgeCheckConfig(from_run=str(run_dir), per_task=config.judge_check,
-                                                 seed=config.seed, concurrency=config.concurrency)
+                                                 seed=config.seed, concurrency=config.concurrency,
+                                                 retry_failed=config.retry_failed)
             found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
                                           on_progress=on_progress)
             summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]

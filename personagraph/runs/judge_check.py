@@ -82,6 +82,7 @@ class JudgeCheckConfig(BaseModel):
     rubric_files: list[str] = Field(default_factory=list)  # user rubrics an items file's criteria may name
     concurrency: int = Field(8, ge=1, le=1024)
     seed: int = 0
+    retry_failed: bool = True  # a resumed run builds failed variants and asks failed verdicts again
     n_resamples: int = Field(1000, ge=100, le=100_000)
     min_auc: float = Field(0.7, ge=0, le=1)  # swap AUC below this warns
     min_caught: float = Field(1.0, ge=0, le=1)  # share of AI disclosures the judge itself must catch
@@ -269,7 +270,8 @@ async def run(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )
     gate = asyncio.Semaphore(config.concurrency)
-    with Run(KIND, run_dir, config, on_progress=on_progress, summary_file=SUMMARY_FILE) as ctx:
+    with Run(KIND, run_dir, config, on_progress=on_progress, summary_file=SUMMARY_FILE,
+             retry_failed=config.retry_failed) as ctx:
         store = ctx.store
         ctx.record(
             prompts={name: load_prompt(name).version for name in PROMPTS}
@@ -298,10 +300,11 @@ async def run(
         for item in source.items:
             for kind in config.variants:
                 stored = store.get(VARIANT_KIND, variant_id(item, kind, config.seed))
-                if stored is not None and stored["status"] == "ok":
-                    variants.append(Variant.model_validate(stored))
-                else:  # a failed one is built again: its reply, if any, comes from the response cache
-                    todo.append((item, kind))
+                variant = Variant.model_validate(stored) if stored is not None else None
+                if variant is None or ctx.pending(_failures([variant], [], generator)):
+                    todo.append((item, kind))  # a failed one's reply, if any, comes from the response cache
+                else:
+                    variants.append(variant)
         ctx.expect("variants", len(todo))
 
         async def build(item: CheckItem, kind: VariantKind) -> Variant:
@@ -331,11 +334,11 @@ async def run(
             for spec in judges:
                 vid = verdict_id(judgement, spec, source.rubrics[judgement.criterion], protocols[spec])
                 stored = store.get(VERDICT_KIND, vid)
-                # A transport failure (no reply at all) is asked again; any reply stands.
-                if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
+                verdict = CheckVerdict.model_validate(stored) if stored is not None else None
+                if verdict is None or ctx.pending(_failures([], [verdict], generator)):
                     asks.append((judgement, spec, vid))
                 else:
-                    verdicts[(judgement.key, spec)] = CheckVerdict.model_validate(stored)
+                    verdicts[(judgement.key, spec)] = verdict
         ctx.expect(STAGE_VERDICTS, len(asks))
 
         async def judge(judgement: Judgement, spec: str, vid: str) -> None:
@@ -386,18 +389,23 @@ async def run(
             variants=counts,
             failed_verdicts=sum(v.status != "ok" for v in verdicts.values()),
             results=results,
-            failures=[
-                FailedItem(stage="variants", item=v.id, model=generator, reason=v.error or "failed")
-                for v in variants
-                if v.status != "ok"
-            ]
-            + [
-                FailedItem(stage="verdicts", item=v.id, model=v.judge, reason=v.error or "failed")
-                for v in verdicts.values()
-                if v.status != "ok"
-            ],
+            failures=_failures(variants, list(verdicts.values()), generator),
         )
         return ctx.finish(summary)
 
 
 run_sync = synchronous(run)
+
+
+def _failures(variants: list[Variant], verdicts: list[CheckVerdict], generator: str) -> list[FailedItem]:
+    """The failed variants (written by ``generator``) and verdicts, as the outcome's failed items."""
+    failed = [
+        FailedItem(stage="variants", item=v.id, model=generator, reason=v.error)
+        for v in variants
+        if v.status != "ok"
+    ]
+    return failed + [
+        FailedItem(stage="verdicts", item=v.id, model=v.judge, reason=v.error)
+        for v in verdicts
+        if v.status != "ok"
+    ]

@@ -3,6 +3,10 @@
 
 One run directory holds several units (model × retriever × k): ``longlamp_summary.json`` has every
 unit's summary, ``longlamp_<unit>.jsonl`` each unit's rows.
+
+Items: each record is one ``longlamp.generation`` record — a :class:`LongLaMPGeneration` (an empty one
+too: the metrics score it), or ``{id, status: "failed", error}`` when the call failed: a failed item,
+asked again on resume unless ``retry_failed`` is off.
 """
 
 from __future__ import annotations
@@ -29,13 +33,24 @@ from personagraph.metrics.longlamp import (
 from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
-from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import (
+    ProgressHandler,
+    Run,
+    Summary,
+    failed_records,
+    is_failed,
+    record_failures,
+    synchronous,
+)
 
 SUMMARY_FILE = "longlamp_summary.json"
+GENERATION = f"{KIND}.generation"
+STAGE = "generations"  # the stage of a failed item
 
 
 class LongLaMPSummary(Summary):
-    """What a LongLaMP run produced: ROUGE-1, ROUGE-L, METEOR means, failure ratio, response time."""
+    """What a LongLaMP run produced: ROUGE-1, ROUGE-L, METEOR means, failure ratio, response time;
+    ``unfinished``: records without a generation (their call failed: listed in ``failures``)."""
 
     model: str
     retriever: RetrieverName
@@ -77,7 +92,8 @@ async def run(
     parse_spec(config.model)
     ensure_wordnet()
     with Run(
-        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE
+        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE,
+        retry_failed=config.retry_failed,
     ) as the_run:
         the_run.record(prompt=load_prompt("longlamp_generation").version)
         store, meter = the_run.store, the_run.meter
@@ -86,8 +102,8 @@ async def run(
         client = ModelClient.create(
             config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
-        done = {r["id"] for r in store.records(f"{KIND}.generation", unit=config.unit)}
-        todo = [r for r in records if r.id not in done]
+        stored = {r["id"]: r for r in store.records(GENERATION, unit=config.unit)}
+        todo = [r for r in records if the_run.pending(record_failures(STAGE, stored.get(r.id), config.model))]
         the_run.expect(stage, len(todo))
         retrieved = await asyncio.to_thread(
             lambda: [
@@ -103,33 +119,29 @@ async def run(
                 for r in todo
             ]
         )
-        unfinished = 0
 
         async def one(record: LongLaMPRecord, indices: list[int]) -> None:
-            nonlocal unfinished
             started = time.perf_counter()
             result = await client.complete(longlamp_messages(record, indices))
             elapsed = time.perf_counter() - started
-            if not result.ok:
-                unfinished += 1
-                the_run.advance(stage)
-                return
-            generation = LongLaMPGeneration(
-                id=record.id,
-                retrieved=indices,
-                text=result.text.strip(),
-                response_time_s=0.0 if result.cached else elapsed,
-                cached=result.cached,
+            generation: LongLaMPGeneration | dict[str, str | None] = (
+                LongLaMPGeneration(
+                    id=record.id,
+                    retrieved=indices,
+                    text=result.text.strip(),
+                    response_time_s=0.0 if result.cached else elapsed,
+                    cached=result.cached,
+                )
+                if result.ok
+                else {"id": record.id, "status": "failed", "error": result.error}
             )
-            store.put(f"{KIND}.generation", f"{config.unit}|{record.id}", generation, unit=config.unit)
+            store.put(GENERATION, f"{config.unit}|{record.id}", generation, unit=config.unit)
             the_run.advance(stage)
 
         await asyncio.gather(*(one(r, ix) for r, ix in zip(todo, retrieved, strict=True)))
-        stored = {
-            r["id"]: LongLaMPGeneration.model_validate(r)
-            for r in store.records(f"{KIND}.generation", unit=config.unit)
-        }
-        generations = [stored[r.id] for r in records if r.id in stored]
+        stored = {r["id"]: r for r in store.records(GENERATION, unit=config.unit)}
+        current = [stored[r.id] for r in records if r.id in stored]
+        generations = [LongLaMPGeneration.model_validate(r) for r in current if not is_failed(r)]
         by_id = {r.id: r for r in records}
         items = [
             ScoreItem(response=g.text, reference=by_id[g.id].output, where=f"{config.data} record {g.id}")
@@ -148,7 +160,9 @@ async def run(
             data=str(config.data),
             items=len(records),
             generated=len(generations),
-            unfinished=unfinished,
+            unfinished=len(records) - len(generations),
+            failures=failed_records(STAGE, current, config.model),
+            incomplete=len(records) - len(current),
             cost=cost_report(
                 [g.text for g in generations], [g.response_time_s for g in generations if not g.cached]
             ),

@@ -2,6 +2,10 @@
 recognizes one memory (or none) and replies; a judge scores the reply on MADial's criteria and picks the
 more intimate of the reply and the reference. ``memory/dialogue_eval.py`` holds the settings' candidates,
 the judge calls and the statistics.
+
+Items: each test turn's ``madial_verdict`` record. Its failed items — a failed recognition call, a failed
+reply, a criterion the judge gave no score, no intimacy pick — make the turn be done again on resume (its
+successful calls come from the response cache) unless ``retry_failed`` is off.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from personagraph.memory.madial import (
 )
 from personagraph.memory.recall import Recaller, RecallSettings
 from personagraph.models import ModelClient
-from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 
 KIND = "memory-dialogue"
 
@@ -61,7 +65,8 @@ async def run(
     check_references(dialogues, memories, str(dialogues_path))
     if config.limit:
         dialogues = dialogues[: config.limit]
-    with Run(KIND, run_dir, config, config_key="madial_dialogue_config", on_progress=on_progress) as the_run:
+    with Run(KIND, run_dir, config, config_key="madial_dialogue_config", on_progress=on_progress,
+             retry_failed=config.retry_failed) as the_run:
         the_run.record(madial_rubrics={k: load_criterion(k)["hash"] for k in (*CRITERIA, "intimacy")})
         return await _run(config, dialogues, memories, the_run)
 
@@ -96,7 +101,8 @@ async def _run(
 
     async def reply(d: MadialDialogue, turn: int, ranked: list[str]) -> None:
         key = f"s{config.setting}:{d.index}:{turn}"
-        if store.get("madial_verdict", key) is not None:
+        stored = store.get("madial_verdict", key)
+        if stored is not None and not the_run.pending(_failures(stored, config)):
             return
         async with gate:
             cands = setting_candidates(config, d, ranked, pools[d.user_id])
@@ -127,6 +133,8 @@ async def _run(
             verdict: dict[str, Any] = {
                 "key": key,
                 "status": response["status"],
+                "error": response["error"],
+                "recognition_error": final.get("recognition_error"),
                 "scores": {},
                 "intimacy_win": None,
             }
@@ -166,7 +174,29 @@ async def _run(
     verdicts = [v for v in store.records("madial_verdict") if v["key"] in keys]
     summary = summarize(verdicts, config)
     store.put("madial_summary", f"s{config.setting}", summary)
-    return the_run.finish(MemoryDialogueSummary(**summary))
+    failures = [f for v in verdicts for f in _failures(v, config)]
+    incomplete = len(keys) - len(verdicts)
+    return the_run.finish(MemoryDialogueSummary(**summary, failures=failures, incomplete=incomplete))
 
 
 run_sync = synchronous(run)
+
+
+def _failures(verdict: dict[str, Any], config: DialogueEvalConfig) -> list[FailedItem]:
+    """A test turn's failed items: its recognition call, its reply, else the criteria the judge gave no score
+    and a missing intimacy pick."""
+    key, responder = verdict["key"], config.model
+    failed = []
+    if verdict.get("recognition_error"):
+        reason = verdict["recognition_error"]
+        failed.append(FailedItem(stage="recognition", item=key, model=responder, reason=reason))
+    if verdict["status"] != "ok":
+        return [*failed, FailedItem(stage="replies", item=key, model=responder, reason=verdict.get("error"))]
+    failed += [
+        FailedItem(stage="criteria", item=f"{key}/{name}", model=config.judge, reason=score.get("error"))
+        for name, score in verdict["scores"].items()
+        if score.get("score") is None
+    ]
+    if verdict.get("intimacy_win") is None:
+        failed.append(FailedItem(stage="intimacy", item=key, model=config.judge, reason="no valid pick"))
+    return failed

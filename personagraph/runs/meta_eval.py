@@ -27,9 +27,10 @@ from personagraph.judges.meta_eval import (
 )
 from personagraph.judges.protocols import get_protocol
 from personagraph.models import ModelClient, ModelSettings, parse_spec
-from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 
 KIND = STORE_KIND
+STAGE = "verdicts"
 
 
 class MetaEvalSummary(Summary):
@@ -51,7 +52,8 @@ async def run(
     Args:
         config: the items file, judges, criteria filter and rubric files.
         run_dir: the run directory (created if needed; reused to resume: stored verdicts are not
-            asked again, and stored calls are never sent again).
+            asked again, failed ones unless ``config.retry_failed`` is off, and stored calls are never
+            sent again).
         settings: endpoint settings shared by the judges (base URL, API key).
         on_progress: receives a ``verdicts`` :class:`~personagraph.runs.base.ProgressEvent` per verdict
             (the total is announced once the items file is validated).
@@ -82,7 +84,8 @@ async def run(
     settings = (settings or ModelSettings()).model_copy(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )
-    with Run(KIND, run_dir, config, on_progress=on_progress, summary_file=SUMMARY_FILE) as the_run:
+    with Run(KIND, run_dir, config, on_progress=on_progress, summary_file=SUMMARY_FILE,
+             retry_failed=config.retry_failed) as the_run:
         the_run.record(
             prompts={f"judge {spec}": protocol.version for spec, protocol in protocols.items()}
             | {key: c.fingerprint for key, c in sorted(criteria.items())}
@@ -108,26 +111,27 @@ async def run(
                 stored = store.get(
                     RECORD_KIND, verdict_id(item, criteria[item.criterion], spec, protocols[spec])
                 )
-                # A transport failure (no reply at all) is asked again; any reply stands.
-                if stored is None or (stored["status"] == "failed" and not stored.get("raw")):
+                verdict = MetaVerdict.model_validate(stored) if stored is not None else None
+                if verdict is None or the_run.pending(_failures([verdict])):
                     todo.append((item, spec))
-        the_run.expect("verdicts", len(todo))
+        the_run.expect(STAGE, len(todo))
         gate = asyncio.Semaphore(config.concurrency)
 
         async def one(item: MetaItem, spec: str) -> None:
             async with gate:
                 verdict = await judge_item(clients[spec], item, criteria[item.criterion], protocols[spec])
             store.put(RECORD_KIND, verdict.id, verdict, unit=item.criterion)
-            the_run.advance("verdicts")
+            the_run.advance(STAGE)
 
         await asyncio.gather(*(one(item, spec) for item, spec in todo))
         verdicts = [MetaVerdict.model_validate(v) for v in store.records(RECORD_KIND)]
         wanted_ids = {
             verdict_id(i, criteria[i.criterion], spec, protocols[spec]) for i in items for spec in judges
         }
+        verdicts = [v for v in verdicts if v.id in wanted_ids]
         stats = build_meta_summary(
             items,
-            [v for v in verdicts if v.id in wanted_ids],
+            verdicts,
             judges,
             seed=config.seed,
             n_resamples=config.n_resamples,
@@ -137,7 +141,18 @@ async def run(
             | stats["criteria"].get(key, {})
             for key, c in criteria.items()
         }
-        return the_run.finish(MetaEvalSummary(**stats, items=str(config.items)))
+        summary = MetaEvalSummary(**stats, items=str(config.items), failures=_failures(verdicts),
+                                  incomplete=len(wanted_ids) - len(verdicts))
+        return the_run.finish(summary)
 
 
 run_sync = synchronous(run)
+
+
+def _failures(verdicts: list[MetaVerdict]) -> list[FailedItem]:
+    """The failed verdicts (a failed call, a reply that did not parse), as the outcome's failed items."""
+    return [
+        FailedItem(stage=STAGE, item=v.id, model=v.judge, reason=v.error)
+        for v in verdicts
+        if v.status != "ok"
+    ]

@@ -3,6 +3,10 @@ and score them (``metrics/persobench.py`` loads the data and asks the model; ``m
 
 One run directory holds several units (model × mode): ``persobench_summary.json`` has every unit's summary,
 ``persobench_<model>_<mode>.jsonl`` each unit's rows.
+
+Items: each row is one ``persobench.generation`` record — a :class:`Generation` (a reply that did not
+parse is one too: PersoBench scores it as the model's failure), or ``{id, status: "failed", error}`` when
+the call itself failed (endpoint down): a failed item, asked again on resume unless ``retry_failed`` is off.
 """
 
 from __future__ import annotations
@@ -25,9 +29,19 @@ from personagraph.metrics.persobench import (
 from personagraph.metrics.scoring import ScoreItem, ScoreReport, ascore_items, prepare
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
-from personagraph.runs.base import ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import (
+    ProgressHandler,
+    Run,
+    Summary,
+    failed_records,
+    is_failed,
+    record_failures,
+    synchronous,
+)
 
 SUMMARY_FILE = "persobench_summary.json"
+GENERATION = f"{KIND}.generation"
+STAGE = "generations"  # the stage of a failed item
 
 
 class PersoBenchSummary(Summary):
@@ -36,7 +50,7 @@ class PersoBenchSummary(Summary):
     Attributes:
         model: model spec. mode: vanilla or cot. data: the CSV.
         items: items in the run. generated: generations stored (this run and earlier).
-        unfinished: items whose call failed this time (rerun the command to retry them).
+        unfinished: items without a generation (their call failed: listed in ``failures``).
         cost: failure ratio and response times (cached replies excluded from the times).
         scores: the metric report (means over the successful items unless failures_as_worst).
     """
@@ -76,7 +90,8 @@ async def run(
     parse_spec(config.model)
     await asyncio.to_thread(prepare, config.score)  # fail before generating if a metric cannot run
     with Run(
-        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE
+        KIND, run_dir, config, unit=config.unit, on_progress=on_progress, summary_file=SUMMARY_FILE,
+        retry_failed=config.retry_failed,
     ) as the_run:
         the_run.record(**{f"prompt:{config.mode}": load_prompt(f"persobench_{config.mode}").version})
         store, meter = the_run.store, the_run.meter
@@ -85,27 +100,23 @@ async def run(
         client = ModelClient.create(
             config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
-        done = {record["id"] for record in store.records(f"{KIND}.generation", unit=config.unit)}
-        the_run.expect(stage, sum(item.id not in done for item in items))
-        unfinished = 0
+        stored = {record["id"]: record for record in store.records(GENERATION, unit=config.unit)}
+        todo = [i for i in items if the_run.pending(record_failures(STAGE, stored.get(i.id), config.model))]
+        the_run.expect(stage, len(todo))
 
         async def one(item: PersoBenchItem) -> None:
-            nonlocal unfinished
+            generation: Generation | dict[str, str]
             try:
                 generation = await generate(item, client, config.mode)
-            except CallFailed:
-                unfinished += 1
-                the_run.advance(stage)
-                return
-            store.put(f"{KIND}.generation", f"{config.unit}|{item.id}", generation, unit=config.unit)
+            except CallFailed as exc:
+                generation = {"id": item.id, "status": "failed", "error": str(exc)}
+            store.put(GENERATION, f"{config.unit}|{item.id}", generation, unit=config.unit)
             the_run.advance(stage)
 
-        await asyncio.gather(*(one(item) for item in items if item.id not in done))
-        stored = {
-            record["id"]: Generation.model_validate(record)
-            for record in store.records(f"{KIND}.generation", unit=config.unit)
-        }
-        generations = [stored[item.id] for item in items if item.id in stored]
+        await asyncio.gather(*(one(item) for item in todo))
+        stored = {record["id"]: record for record in store.records(GENERATION, unit=config.unit)}
+        current = [stored[item.id] for item in items if item.id in stored]
+        generations = [Generation.model_validate(r) for r in current if not is_failed(r)]
         by_id = {item.id: item for item in items}
         score_items = [
             ScoreItem(
@@ -127,9 +138,11 @@ async def run(
             data=str(config.data),
             items=len(items),
             generated=len(generations),
-            unfinished=unfinished,
+            unfinished=len(items) - len(generations),
             cost=cost,
             scores=report,
+            failures=failed_records(STAGE, current, config.model),
+            incomplete=len(items) - len(current),
         )
         rows = [
             {

@@ -38,6 +38,11 @@ skipped_judges, llm_calls, cache_hits, wall_time_s, roles, tokens, run_dir}`` (s
 
 Transcripts: ``<run_dir>/transcripts/<session>.jsonl`` (a ``header`` line, one ``turn`` line per entry,
 an ``end`` line once finished) and ``<session>.md``.
+
+Failed items (:func:`session_failures`): failed or empty agent and user turns, turn verdicts a judge did
+not give, failed session verdicts. A finished session with failed items runs again on resume (unless
+``retry_failed`` is off) on a fresh checkpoint thread ``<session>-retry<n>`` (``session_retry`` records
+count them): the response cache replays every call that succeeded, so only the failed calls are sent.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ from personagraph.store import RunStore
 from personagraph.transcripts import read_transcript, write_transcript
 
 KIND = "simulate"
+RETRY_KIND = "session_retry"  # record kind: {attempts}, how often a session with failed items ran again
 
 DEFAULT_AGENT = DEFAULT_MODEL  # the defaults live in models/spec.py
 DEFAULT_USER = DEFAULT_JUDGE  # the simulated user: the larger embedded model
@@ -117,6 +123,7 @@ class SimulateConfig(BaseModel):
     max_user_tokens: int = Field(128, ge=8, le=8192)
     max_judge_tokens: int = Field(200, ge=16, le=8192)
     max_verdict_tokens: int = Field(600, ge=16, le=8192)
+    retry_failed: bool = True  # a resumed run runs sessions with failed items again (False keeps them)
 
     @model_validator(mode="after")
     def _check(self) -> SimulateConfig:
@@ -139,8 +146,8 @@ class SimulateConfig(BaseModel):
         return self.user_agent or self.user_model
 
     def fingerprint(self) -> str:
-        """Identifies the work of one session (not how many sessions or how concurrently)."""
-        data = self.model_dump(exclude={"concurrency", "sessions"})
+        """Identifies the work of one session (not how many sessions, how concurrently, or retries)."""
+        data = self.model_dump(exclude={"concurrency", "sessions", "retry_failed"})
         return short_id(json.dumps(data, sort_keys=True))
 
 
@@ -262,15 +269,31 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
         "stop_reasons": stops,
     }
     return SimulateSummary(kind=KIND, sessions=sessions, overall=overall, tokens=store.call_stats(),
-                           failures=_failed_turns(records), incomplete=overall["sessions"] - len(finished))
+                           failures=[f for r in records for f in session_failures(r)],
+                           incomplete=overall["sessions"] - len(finished))
 
 
-def _failed_turns(records: list[dict[str, Any]]) -> list[FailedItem]:
-    """Every agent turn that failed or came back empty, as the outcome's failed items."""
-    return [FailedItem(stage="turns", item=f"{r['id']}/{t.get('index')}", model=r.get("agent") or None,
-                       reason=" ".join(str(t.get("error") or f"{t.get('status')} reply").split())[:300])
-            for r in records for t in r.get("turns", [])
-            if t.get("role") == "assistant" and t.get("status", "ok") != "ok"]
+def session_failures(record: dict[str, Any]) -> list[FailedItem]:
+    """A session's failed items: agent (``turns``) and user (``user turns``) turns that failed or came back
+    empty, turn scores a judge did not give (``turn verdicts``), failed ``session verdicts``."""
+    sid = record["id"]
+    failed = []
+    for turn in record.get("turns", []):
+        where = f"{sid}/{turn.get('index')}"
+        if turn.get("status", "ok") != "ok":
+            agent = turn.get("role") == "assistant"
+            failed.append(FailedItem(stage="turns" if agent else "user turns", item=where,
+                                     model=record.get("agent" if agent else "user") or None,
+                                     reason=turn.get("error") or f"{turn.get('status')} reply"))
+        for judge, by_task in (turn.get("scores") or {}).items():
+            failed += [FailedItem(stage="turn verdicts", item=f"{where}/{task}/{judge}", model=judge,
+                                  reason=(turn.get("rationales") or {}).get(judge, {}).get(task))
+                       for task, score in by_task.items() if score is None]
+    verdicts = (record.get("session_verdict") or {}).get("judges") or {}
+    failed += [FailedItem(stage="session verdicts", item=f"{sid}/{judge}", model=judge,
+                          reason=result.get("error"))
+               for judge, result in verdicts.items() if result.get("status") != "ok"]
+    return failed
 
 
 # --- running sessions ---------------------------------------------------------------------------------
@@ -321,10 +344,11 @@ class Sides:
 
 
 async def run_session(
-    graph: Any, spec: SessionSpec, context: Any, *, judges: list[str]
+    graph: Any, spec: SessionSpec, context: Any, *, judges: list[str], thread_id: str | None = None
 ) -> dict[str, Any] | None:
-    """Runs (or resumes) one session on a compiled session graph; returns its ``session`` record."""
-    thread = {"configurable": {"thread_id": spec.id}, "recursion_limit": 4 * spec.max_turns + 20}
+    """Runs (or resumes) one session on a compiled session graph (checkpoint thread ``thread_id``, default
+    the session id); returns its ``session`` record."""
+    thread = {"configurable": {"thread_id": thread_id or spec.id}, "recursion_limit": 4 * spec.max_turns + 20}
     snapshot = await graph.aget_state(thread)
     if snapshot.values and not snapshot.next and snapshot.values.get("result"):
         record = snapshot.values["result"]
@@ -416,7 +440,7 @@ async def run(
     plugin_agent = load_plugins([config.agent])[0] if agent is None and config.agent else None
     plugin_user = load_plugins([config.user_agent])[0] if user is None and config.user_agent else None
     check_checkpoint_url(checkpoint_url)
-    with Run(KIND, run_dir, config) as the_run:
+    with Run(KIND, run_dir, config, retry_failed=config.retry_failed) as the_run:
         _record_meta(the_run, checkpoint_url, "simulate")
         the_run.record(
             sides={"agent": agent_name, "user": user.name if user is not None else config.user_name}
@@ -473,6 +497,15 @@ async def run(
         async with open_checkpointer(run_dir, checkpoint_url) as saver:
             graph = build_graph().compile(checkpointer=saver)
 
+            def thread_for(spec: SessionSpec) -> str:
+                """The session's checkpoint thread: a fresh one for each retry of a session with failures."""
+                attempts = (store.get(RETRY_KIND, spec.id) or {}).get("attempts", 0)
+                stored = store.get("session", spec.id)
+                if stored and stored["status"] == "finished" and the_run.pending(session_failures(stored)):
+                    attempts += 1
+                    store.put(RETRY_KIND, spec.id, {"attempts": attempts}, unit=spec.id)
+                return f"{spec.id}-retry{attempts}" if attempts else spec.id
+
             async def one(spec: SessionSpec) -> None:
                 pair = sides(spec)
                 context = SessionContext(
@@ -486,7 +519,8 @@ async def run(
                     on_event=hook,
                 )
                 async with gate:
-                    await run_session(graph, spec, context, judges=[j.name for j in usable])
+                    await run_session(graph, spec, context, judges=[j.name for j in usable],
+                                      thread_id=thread_for(spec))
 
             results = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
             for result in results:

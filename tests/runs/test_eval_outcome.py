@@ -99,7 +99,7 @@ def test_an_unreachable_endpoint_is_not_a_success_and_recovers_on_rerun(run_dir:
     with start_in_thread(port=port) as server:
         up = _eval(run_dir, server.base_url)
         assert up.returncode == 0, up.stderr
-        assert "retried: 1, recovered: 1" in up.stdout and "personas finished: 1/1" in up.stdout
+        assert "retried: 1, recovered: 1" in up.stderr and "personas finished: 1/1" in up.stdout
         assert all(n == 1 for n in server.stats().attempts.values())
 
 
