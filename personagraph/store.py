@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
+from personagraph.records import meta_problem, record_problem
 
 STORE_FILE = "run.sqlite"
 LOCK_FILE = "run.lock"
@@ -74,6 +75,11 @@ def _version(value: str) -> int | None:
         return int(json.loads(value))
     except (TypeError, ValueError):
         return None
+
+
+def _sql(text: str) -> str:
+    """``text`` as an SQL string literal (for the delete statement a damaged-row error suggests)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _dump(data: BaseModel | dict[str, Any] | list[Any]) -> str:
@@ -175,6 +181,7 @@ class RunStore:
                 raise PersonagraphError(f"--run-dir {self.run_dir}: exists and is not a directory")
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
+        self._check_reads = readonly  # a writable store checked every row when it opened (_verify)
         try:
             self._open(readonly, write_behind)
         except BaseException:
@@ -221,20 +228,46 @@ class RunStore:
             problem = " ".join(str(result[0] if result else "no answer").split())[:120]
             raise PersonagraphError(f"{self.path}: the run store is corrupted ({problem}); {untouched}")
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        checks = [("meta", "SELECT 'meta', key, value FROM meta", True),
-                  ("records", "SELECT kind, id, data FROM records", True),
-                  ("calls", "SELECT role || model, key, text FROM calls", False)]
-        for table, sql, is_json in checks:
+        checks = [("meta", "SELECT 'meta', key, value FROM meta"),
+                  ("records", "SELECT kind, id, data FROM records"),
+                  ("calls", "SELECT 'calls', key, text FROM calls")]
+        for table, sql in checks:
             if table not in tables:
                 continue
             try:
                 for kind, key, value in self._db.execute(sql):
-                    if is_json:
-                        json.loads(value)
+                    if table == "meta":
+                        self._meta_value(key, value)
+                    elif table == "records":
+                        self._record(kind, key, value)
             except (TypeError, ValueError, sqlite3.DataError):  # UnicodeDecodeError is a ValueError
                 raise PersonagraphError(
                     f"{self.path}: the run store is corrupted (unreadable row in {table}); {untouched}"
                 ) from None
+
+    def _damaged(self, where: str, problem: str, delete: str) -> PersonagraphError:
+        """The one-line error for a damaged row: which row, what is wrong, how to keep the rest."""
+        return PersonagraphError(
+            f"{self.path}: {where} is damaged ({problem}); delete that row to keep the others "
+            f"(sqlite3 {self.path} \"{delete}\") or delete the run directory"
+        )
+
+    def _record(self, kind: str, id: str, text: str) -> dict[str, Any]:
+        """A record's data, checked against its kind's type (:data:`personagraph.records.RECORD_TYPES`)."""
+        data = json.loads(text)
+        problem = record_problem(kind, data)
+        if problem is not None:
+            raise self._damaged(f"record {kind} {id!r}", problem,
+                                f"DELETE FROM records WHERE kind={_sql(kind)} AND id={_sql(id)}")
+        return data
+
+    def _meta_value(self, key: str, text: str) -> Any:
+        """A meta value, checked against its key's JSON type (:data:`personagraph.records.META_TYPES`)."""
+        value = json.loads(text)
+        problem = meta_problem(key, value)
+        if problem is not None:
+            raise self._damaged(f"meta {key!r}", problem, f"DELETE FROM meta WHERE key={_sql(key)}")
+        return value
 
     def _check_version(self) -> None:
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -410,11 +443,13 @@ class RunStore:
         self.flush()
         with self._lock:
             row = self._db.execute("SELECT data FROM records WHERE kind=? AND id=?", (kind, id)).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        return self._record(kind, id, row[0]) if self._check_reads else json.loads(row[0])
 
     def records(self, kind: str, *, unit: str | None = None) -> list[dict[str, Any]]:
         """All rows of a kind (optionally of one unit), in insertion order."""
-        sql = "SELECT data FROM records WHERE kind=?"
+        sql = "SELECT id, data FROM records WHERE kind=?"
         args: tuple[Any, ...] = (kind,)
         if unit is not None:
             sql += " AND unit=?"
@@ -422,7 +457,9 @@ class RunStore:
         self.flush()
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created, id", args).fetchall()
-        return [json.loads(row[0]) for row in rows]
+        if self._check_reads:
+            return [self._record(kind, id, data) for id, data in rows]
+        return [json.loads(data) for _, data in rows]
 
     def kinds(self) -> dict[str, int]:
         """Row counts per record kind."""

@@ -11,17 +11,17 @@ from personagraph.store import CallRow, RunStore
 
 def test_records_and_calls_survive_reopening(run_dir: Path) -> None:
     store = RunStore(run_dir)
-    store.put("answer", "a1", {"text": "howdy"}, unit="p1")
-    store.put("answer", "a2", {"text": "partner"}, unit="p2")
+    store.put("note", "a1", {"text": "howdy"}, unit="p1")
+    store.put("note", "a2", {"text": "partner"}, unit="p2")
     store.put_call(CallRow("k1", "judge", "test:j", "raw", 3, 4, 0.1), {"messages": []})
     store.set_meta("config", {"seed": 1})
     store.close()
     again = RunStore(run_dir)
-    assert again.get("answer", "a1") == {"text": "howdy"}
-    assert [r["text"] for r in again.records("answer", unit="p2")] == ["partner"]
+    assert again.get("note", "a1") == {"text": "howdy"}
+    assert [r["text"] for r in again.records("note", unit="p2")] == ["partner"]
     assert again.get_call("k1").text == "raw"
     assert again.get_meta("config") == {"seed": 1}
-    assert again.kinds() == {"answer": 2}
+    assert again.kinds() == {"note": 2}
 
 
 def test_first_result_for_a_call_key_wins(run_dir: Path) -> None:

@@ -145,9 +145,20 @@ def model_settings(base_url: str | None, api_key: str | None, endpoints: list[st
         raise ConfigError(str(first["loc"][0]), first["msg"].removeprefix("Value error, ")) from None  # names the flag
 
 
+class _Progress(Progress):
+    """A progress display that leaves the terminal to the error line when a command is refused."""
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, PersonagraphError):  # bad input found once the bars were up: one line, no bars
+            self.live.transient = True
+            self.live.stop()  # not Progress.stop, which ends a non-terminal display with an empty line
+            return
+        super().__exit__(exc_type, exc, tb)
+
+
 def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:
     """The progress display every long command shows: label, bar, done/total, elapsed (off with --quiet)."""
-    return Progress(
+    return _Progress(
         TextColumn(f"{{task.description:<{label_width}}}", markup=False),  # labels hold model names, ids
         BarColumn(),
         MofNCompleteColumn(),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from personagraph.cli import main
+from personagraph.runs.base import EXIT_INCOMPLETE
 
 EVAL = ["eval", "-m", "test:agent", "-j", "test:judge", "--questions-per-task", "1", "--environments", "1",
         "--run-dir", "rd"]
@@ -44,14 +47,16 @@ def _deep(depth: int = 50_000) -> str:
     return "[" * depth + "]" * depth + "\n"
 
 
-def _run(case: Case, cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Creates the case's files, runs the command in-process, checks the exit code; returns the output lines."""
+def _run(case: Case, cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+         *, quiet: bool = True) -> list[str]:
+    """Creates the case's files, runs the command in-process, checks the exit code; returns the output lines
+    (``quiet=False``: with the progress display on, as a user sees it)."""
     for name, content in case.files.items():
         path = cwd / name
         path.parent.mkdir(parents=True, exist_ok=True)
         content(path) if callable(content) else path.write_text(content, encoding="utf-8")
     monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["personagraph", "-q", *case.argv])
+    monkeypatch.setattr(sys, "argv", ["personagraph", *(["-q"] if quiet else []), *case.argv])
     with pytest.raises(SystemExit) as done:
         main()
     captured = capsys.readouterr()
@@ -187,7 +192,7 @@ OPTION_CASES = [
 
 @pytest.mark.parametrize("case", OPTION_CASES, ids=lambda c: c.id)
 def test_bad_option_values_are_one_line(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
-    lines = _run(case, tmp_path, capsys, monkeypatch)
+    lines = _run(case, tmp_path, capsys, monkeypatch, quiet=False)  # no progress bars left above the line
     _check_refused(case, tmp_path, lines)
     assert "pw" not in lines[0]
 
@@ -221,26 +226,108 @@ def test_chat_with_brackets_in_the_persona(tmp_path: Path) -> None:  # K01: read
     assert "Chatting with test:a as: A gamer who types [/] a lot" in done.stdout
 
 
-# --- run stores edited by hand: one line naming the store, or a report of what parses -----------------
-def _tamper(run_dir: Path, sql: str, *args: object) -> None:
-    import sqlite3
+# --- run stores edited by hand: one line naming the store, the record and the field ---------------------
+EVAL_RUN = ["eval", "-m", "test:agent", "-j", "test:judge", "--generator", "test:gen", "--persona", "A cowboy",
+            "--environments", "1", "--questions-per-task", "1", "--run-dir", "r"]
+SIMULATE_RUN = ["simulate", "-p", "A nurse", "-m", "test:a", "--user-model", "test:u", "-j", "test:j", "--turns", "2",
+                "--run-dir", "r"]
 
+
+@pytest.fixture(scope="module")
+def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A finished eval run and a finished simulate run (test models), copied by each case before tampering."""
+    runs = {}
+    for name, argv in (("eval", EVAL_RUN), ("simulate", SIMULATE_RUN)):
+        cwd = tmp_path_factory.mktemp(name)
+        done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *argv], cwd=cwd, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs[name] = cwd / "r"
+    return runs
+
+
+def _tamper(run_dir: Path, sql: str) -> None:
     db = sqlite3.connect(run_dir / "run.sqlite")
-    db.execute(sql, args)
+    db.execute(sql)
     db.commit()
     db.close()
 
 
-def test_damaged_run_stores(tmp_path: Path, capsys, monkeypatch) -> None:
-    _run(Case("eval", ["eval", "-m", "test:agent", "-j", "test:judge", "--generator", "test:gen", "--persona", "A cowboy",
-                       "--environments", "1", "--questions-per-task", "1", "--run-dir", "r"], code=0),
-         tmp_path, capsys, monkeypatch)
-    shutil.copytree(tmp_path / "r", tmp_path / "r2")
-    _tamper(tmp_path / "r", "UPDATE meta SET value=? WHERE key='config'", json.dumps({"models": 5, "judges": 3}))
-    report = Case("R19-config-wrong-shape", ["report", "-o", "out.html", "r"], code=0)
-    _run(report, tmp_path, capsys, monkeypatch)
+def _rows(run_dir: Path) -> list[tuple]:
+    db = sqlite3.connect(f"file:{run_dir / 'run.sqlite'}?mode=ro", uri=True)
+    try:
+        return sorted(db.execute("SELECT 'r', kind, id, data FROM records UNION ALL SELECT 'm', key, '', value FROM meta"
+                                 " UNION ALL SELECT 'c', key, '', text FROM calls"))
+    finally:
+        db.close()
+
+
+@dataclass
+class Damage:
+    id: str
+    run: str  # which finished run is damaged: eval or simulate
+    sql: str  # the damage, done to r/run.sqlite
+    argv: list[str]  # the command that meets it: a report or the same command again (a resume)
+    names: str  # what the one error line names besides run.sqlite: the row and its field
+
+
+REPORT = ["report", "-o", "out.html", "r"]
+_FIRST = "rowid=(SELECT min(rowid) FROM records WHERE kind='{kind}')"  # one row of a kind
+DAMAGE_CASES = [
+    Damage("R09-question-without-id", "eval",
+           f"UPDATE records SET data=json_remove(data, '$.id') WHERE {_FIRST.format(kind='question')}", REPORT,
+           "record question"),
+    Damage("R10-session-missing-fields", "simulate",
+           "UPDATE records SET data=json_remove(data, '$.turns', '$.session_verdict') WHERE kind='session'", REPORT,
+           "(turns: Field required)"),
+    Damage("R09-resume-question-without-id", "eval",
+           f"UPDATE records SET data=json_remove(data, '$.id') WHERE {_FIRST.format(kind='question')}", EVAL_RUN,
+           "(id: Field required)"),
+    Damage("resume-verdict-score-text", "eval",
+           f"UPDATE records SET data=json_set(data, '$.score', 'abc') WHERE {_FIRST.format(kind='verdict')}", EVAL_RUN,
+           "record verdict"),
+    Damage("resume-answer-not-an-object", "eval", f"UPDATE records SET data='[1]' WHERE {_FIRST.format(kind='answer')}",
+           EVAL_RUN, "(expected a JSON object, got list)"),
+    Damage("resume-selection-wrong-shape", "eval", "UPDATE records SET data=json_set(data, '$.environments', 5) "
+           "WHERE kind='selection'", EVAL_RUN, "(environments: Input should be a valid list)"),
+    Damage("R19-resume-data-files-wrong-shape", "eval", "UPDATE meta SET value='[1]' WHERE key='data_files'",
+           EVAL_RUN, "meta 'data_files'"),
+    Damage("R10-resume-session-turn-role", "simulate",
+           "UPDATE records SET data=json_set(data, '$.turns[0].role', 'bot') WHERE kind='session'", SIMULATE_RUN,
+           "(turns.0.role: Input should be 'user' or 'assistant')"),
+    Damage("resume-turn-index-text", "simulate",
+           f"UPDATE records SET data=json_set(data, '$.index', 'one') WHERE {_FIRST.format(kind='turn')}", SIMULATE_RUN,
+           "record turn"),
+]
+
+
+@pytest.mark.parametrize("case", DAMAGE_CASES, ids=lambda c: c.id)
+def test_a_damaged_run_store_is_one_line_and_keeps_its_good_rows(
+    case: Damage, finished_runs: dict[str, Path], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The error names run.sqlite, the row and its field, leaves the store as it was (no report written), and
+    the deletion it suggests removes that one row only, after which the command runs."""
+    shutil.copytree(finished_runs[case.run], tmp_path / "r")
+    _tamper(tmp_path / "r", case.sql)
+    before = _rows(tmp_path / "r")
+    lines = _run(Case(case.id, case.argv), tmp_path, capsys, monkeypatch)
+    _check_refused(Case(case.id, case.argv, names=case.names, left=("out.html",)), tmp_path, lines)
+    assert "r/run.sqlite: " in lines[0], lines
+    assert _rows(tmp_path / "r") == before  # refused before anything was written
+    delete = re.search(r'sqlite3 r/run.sqlite "([^"]+)"', lines[0])
+    assert delete, lines
+    _tamper(tmp_path / "r", delete.group(1))
+    assert len(_rows(tmp_path / "r")) == len(before) - 1
+    monkeypatch.setattr(sys, "argv", ["personagraph", "-q", *case.argv])
+    with pytest.raises(SystemExit) as again:
+        main()
+    assert again.value.code in (0, EXIT_INCOMPLETE), capsys.readouterr()
+
+
+def test_a_report_shows_what_parses_of_a_damaged_config(finished_runs: dict[str, Path], tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    """R19: a config of the wrong shape does not stop a report; the records still name the model."""
+    shutil.copytree(finished_runs["eval"], tmp_path / "r")
+    _tamper(tmp_path / "r", "UPDATE meta SET value='{\"models\": 5, \"judges\": 3}' WHERE key='config'")
+    _run(Case("R19-config-wrong-shape", REPORT, code=0), tmp_path, capsys, monkeypatch)
     assert "test:agent" in (tmp_path / "out.html").read_text()
-    _tamper(tmp_path / "r2", "UPDATE records SET data=json_remove(data, '$.id') WHERE kind='question'")
-    broken = Case("R09-question-without-id", ["report", "-o", "out2.html", "r2"], names="run.sqlite",
-                  left=("out2.html",))
-    _check_refused(broken, tmp_path, _run(broken, tmp_path, capsys, monkeypatch))

@@ -1,0 +1,151 @@
+"""The shapes of the run store's records, by kind: what a ``records`` row of ``run.sqlite`` must hold.
+
+A run directory outlives the process that wrote it: it is resumed, reported, compared, copied and now
+and then edited by hand. :class:`~personagraph.store.RunStore` checks every row of a kind listed in
+:data:`RECORD_TYPES` against its type (on opening a store to write, and on each read of a read-only
+store), so a damaged row is one line naming the store, the record and the field — never a ``KeyError``
+deep inside a summary or an empty report. The types list the fields readers rely on; rows keep any
+others, and a kind not listed here only has to be a JSON object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from personagraph.schemas import Answer, Environment, Exemplars, ItemScore, Question, Status, Verdict
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# --- eval (graphs/persona_eval.py, runs/executors/base.py) ------------------------------------------------
+class SelectionRecord(_Record):
+    """A persona's environment selection (``selection``)."""
+
+    persona_id: str
+    persona: str
+    status: Status
+    error: str | None = None
+    environments: list[Environment]
+    unknown: list[str] = Field(default_factory=list)
+    requested: int
+    shortfall: int
+
+
+class QuestionBatchRecord(_Record):
+    """How one task's question list came out (``question_batch``)."""
+
+    persona_id: str
+    task: str
+    status: Status
+    error: str | None = None
+    requested: int
+    shortfall: int
+
+
+class PersonaDoneRecord(_Record):
+    """A persona graph that reached its end (``persona_done``)."""
+
+    persona_id: str
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class UnitRecord(_Record):
+    """A persona unit of one config that ended (``unit_done``, ``unit_failed``)."""
+
+    persona_id: str
+    fingerprint: str
+    attempts: int
+
+
+# --- sessions (judges/session.py: session_record) ------------------------------------------------------
+class SessionTurn(_Record):
+    """One turn of a session, as the ``session`` record's ``turns`` and the ``turn`` records hold it."""
+
+    index: int
+    role: Literal["user", "assistant"]
+    text: str
+    status: str
+    scores: dict[str, dict[str, float | None]] | None = None  # assistant turns: judge → task → score
+
+
+class TurnRecord(SessionTurn):
+    """One finished turn (``turn``)."""
+
+    session_id: str
+
+
+class SessionNumbers(_Record):
+    """The numbers of a session verdict that summaries read."""
+
+    agent_turns: int
+    failed_turns: int
+    mean_score: float | None
+    task_means: dict[str, float]
+    drift_slope: float | None
+
+
+class SessionRecord(_Record):
+    """A session, running or finished (``session``)."""
+
+    id: str
+    persona: str
+    agent: str
+    user: str
+    user_persona: str
+    scenario: str
+    adversarial: bool
+    status: str
+    turns: list[SessionTurn]
+    stop_reason: str | None
+    break_: dict[str, Any] | None = Field(alias="break")
+    drift_slope: float | None
+    session_verdict: SessionNumbers | None
+
+
+RECORD_TYPES: dict[str, type[BaseModel]] = {
+    "selection": SelectionRecord,
+    "question_batch": QuestionBatchRecord,
+    "question": Question,
+    "answer": Answer,
+    "exemplars": Exemplars,
+    "verdict": Verdict,
+    "item_score": ItemScore,
+    "persona_done": PersonaDoneRecord,
+    "unit_done": UnitRecord,
+    "unit_failed": UnitRecord,
+    "turn": TurnRecord,
+    "session": SessionRecord,
+}
+"""Record kind → the type its rows are checked against (kinds not listed: any JSON object)."""
+
+META_TYPES: dict[str, type] = {"kind": str, "config": dict, "data_files": dict}
+"""Meta key → the JSON type its value must have (the keys a resumed run reads back before rewriting)."""
+
+
+def record_problem(kind: str, data: Any) -> str | None:
+    """What is wrong with a record of ``kind`` (its first bad field and why, one line), or None."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object, got {type(data).__name__}"
+    record_type = RECORD_TYPES.get(kind)
+    if record_type is None:
+        return None
+    try:
+        record_type.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "record"
+        return f"{where}: {first['msg']}"
+    return None
+
+
+def meta_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a meta value (its JSON type), or None."""
+    expected = META_TYPES.get(key)
+    if expected is None or isinstance(value, expected):
+        return None
+    names = {str: "string", dict: "JSON object"}
+    return f"expected a {names.get(expected, expected.__name__)}, got {type(value).__name__}"
