@@ -122,8 +122,8 @@ def initial_state(persona: Persona, config: EvalConfig) -> dict[str, Any]:
     }
 
 
-def _reason(record: dict[str, Any]) -> str:
-    return " ".join(str(record.get("error") or "failed").split())[:300]
+def _reason(record: dict[str, Any]) -> str | None:
+    return record.get("error")  # FailedItem makes it one scrubbed line ("failed" when there is none)
 
 
 def unit_failures(store: Any, persona: Persona, config: EvalConfig) -> list[FailedItem]:
