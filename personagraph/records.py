@@ -106,6 +106,15 @@ class SessionRecord(_Record):
     session_verdict: SessionNumbers | None
 
 
+# --- items of the metric runs (persobench, longlamp: a generation, or a failed one) ----------------------
+class StoredItem(_Record):
+    """An item as every run kind stores it: its id and, when it failed, ``status`` and ``error``."""
+
+    id: str
+    status: str = "ok"
+    error: str | None = None
+
+
 RECORD_TYPES: dict[str, type[BaseModel]] = {
     "selection": SelectionRecord,
     "question_batch": QuestionBatchRecord,
@@ -121,6 +130,12 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "session": SessionRecord,
 }
 """Record kind → the type its rows are checked against (kinds not listed: any JSON object)."""
+
+
+def register_record_type(kind: str, record_type: type[BaseModel]) -> None:
+    """Declares the type of a record kind whose type lives above this floor (a run kind's own records):
+    called where the kind is named, so any code that writes or reads that kind has declared it."""
+    RECORD_TYPES[kind] = record_type
 
 META_TYPES: dict[str, type] = {"kind": str, "config": dict, "data_files": dict}
 """Meta key → the JSON type its value must have (the keys a resumed run reads back before rewriting)."""

@@ -60,6 +60,7 @@ from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
 from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
 from personagraph.models import ModelClient
+from personagraph.records import register_record_type
 from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import short_id
 
@@ -206,6 +207,9 @@ class MetaItem(BaseModel):
     def key(self) -> str:
         """Identifies the judged content: the same record edited is judged again."""
         return short_id(self.id, self.criterion, self.persona, self.context, self.question, self.response)
+
+
+register_record_type(ITEM_KIND, MetaItem)
 
 
 def _number(value: Any) -> float:
@@ -399,6 +403,9 @@ class MetaVerdict(BaseModel):
     rationale: str = ""
     raw: str = ""
     error: str | None = None
+
+
+register_record_type(RECORD_KIND, MetaVerdict)
 
 
 def verdict_id(item: MetaItem, criterion: Criterion, judge: str, protocol: Protocol) -> str:

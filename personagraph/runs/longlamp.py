@@ -33,6 +33,7 @@ from personagraph.metrics.longlamp import (
 from personagraph.metrics.scoring import ScoreConfig, ScoreItem, ScoreReport, ascore_items
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
+from personagraph.records import StoredItem, register_record_type
 from personagraph.runs.base import (
     ProgressHandler,
     Run,
@@ -45,6 +46,7 @@ from personagraph.runs.base import (
 
 SUMMARY_FILE = "longlamp_summary.json"
 GENERATION = f"{KIND}.generation"
+register_record_type(GENERATION, StoredItem)
 STAGE = "generations"  # the stage of a failed item
 
 

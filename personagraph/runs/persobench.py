@@ -29,6 +29,7 @@ from personagraph.metrics.persobench import (
 from personagraph.metrics.scoring import ScoreItem, ScoreReport, ascore_items, prepare
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
+from personagraph.records import StoredItem, register_record_type
 from personagraph.runs.base import (
     ProgressHandler,
     Run,
@@ -41,6 +42,7 @@ from personagraph.runs.base import (
 
 SUMMARY_FILE = "persobench_summary.json"
 GENERATION = f"{KIND}.generation"
+register_record_type(GENERATION, StoredItem)
 STAGE = "generations"  # the stage of a failed item
 
 

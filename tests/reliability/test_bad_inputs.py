@@ -231,18 +231,29 @@ EVAL_RUN = ["eval", "-m", "test:agent", "-j", "test:judge", "--generator", "test
             "--environments", "1", "--questions-per-task", "1", "--run-dir", "r"]
 SIMULATE_RUN = ["simulate", "-p", "A nurse", "-m", "test:a", "--user-model", "test:u", "-j", "test:j", "--turns", "2",
                 "--run-dir", "r"]
+META_EVAL_RUN = ["meta-eval", "-j", "test:judge", "--resamples", "100", "--items", "i.jsonl", "--run-dir", "r"]
+PERSOBENCH_RUN = ["persobench", "--data", "d.csv", "-m", "test:x", "--metrics", "dist", "--run-dir", "r"]
+RUN_INPUTS = {
+    "i.jsonl": "".join(json.dumps({"id": str(i), "criterion": "Persona Consistency", "persona": p, "question": "Q?",
+                                   "response": r, "human": h}) + "\n"
+                       for i, (p, r, h) in enumerate([("A nurse", "Sure thing", 3), ("A chef", "I cook", 4)])),
+    "d.csv": 'personas,context,act_response\n"i am a nurse.",User1: hi?,Hello.\n"I am a chef.",What now?,I cook.\n',
+}
 
 
 @pytest.fixture(scope="module")
 def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A finished eval run and a finished simulate run (test models), copied by each case before tampering."""
+    """Finished runs of four kinds (test models), each in a folder with its inputs; a case copies one."""
     runs = {}
-    for name, argv in (("eval", EVAL_RUN), ("simulate", SIMULATE_RUN)):
+    for name, argv in (("eval", EVAL_RUN), ("simulate", SIMULATE_RUN), ("meta-eval", META_EVAL_RUN),
+                       ("persobench", PERSOBENCH_RUN)):
         cwd = tmp_path_factory.mktemp(name)
+        for file, text in RUN_INPUTS.items():
+            (cwd / file).write_text(text)
         done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *argv], cwd=cwd, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, done.stderr
-        runs[name] = cwd / "r"
+        runs[name] = cwd
     return runs
 
 
@@ -298,6 +309,12 @@ DAMAGE_CASES = [
     Damage("resume-turn-index-text", "simulate",
            f"UPDATE records SET data=json_set(data, '$.index', 'one') WHERE {_FIRST.format(kind='turn')}", SIMULATE_RUN,
            "record turn"),
+    Damage("resume-meta-verdict-score-text", "meta-eval", "UPDATE records SET data=json_set(data, '$.score', 'x') "
+           f"WHERE {_FIRST.format(kind='meta_verdict')}", META_EVAL_RUN, "record meta_verdict"),
+    Damage("resume-meta-item-without-id", "meta-eval", "UPDATE records SET data=json_remove(data, '$.id') "
+           f"WHERE {_FIRST.format(kind='meta_item')}", META_EVAL_RUN, "(id: Field required)"),
+    Damage("resume-generation-without-id", "persobench", "UPDATE records SET data=json_remove(data, '$.id') "
+           f"WHERE {_FIRST.format(kind='persobench.generation')}", PERSOBENCH_RUN, "record persobench.generation"),
 ]
 
 
@@ -307,7 +324,7 @@ def test_a_damaged_run_store_is_one_line_and_keeps_its_good_rows(
 ) -> None:
     """The error names run.sqlite, the row and its field, leaves the store as it was (no report written), and
     the deletion it suggests removes that one row only, after which the command runs."""
-    shutil.copytree(finished_runs[case.run], tmp_path / "r")
+    shutil.copytree(finished_runs[case.run], tmp_path, dirs_exist_ok=True)
     _tamper(tmp_path / "r", case.sql)
     before = _rows(tmp_path / "r")
     lines = _run(Case(case.id, case.argv), tmp_path, capsys, monkeypatch)
@@ -327,7 +344,7 @@ def test_a_damaged_run_store_is_one_line_and_keeps_its_good_rows(
 def test_a_report_shows_what_parses_of_a_damaged_config(finished_runs: dict[str, Path], tmp_path: Path, capsys,
                                                           monkeypatch) -> None:
     """R19: a config of the wrong shape does not stop a report; the records still name the model."""
-    shutil.copytree(finished_runs["eval"], tmp_path / "r")
+    shutil.copytree(finished_runs["eval"], tmp_path, dirs_exist_ok=True)
     _tamper(tmp_path / "r", "UPDATE meta SET value='{\"models\": 5, \"judges\": 3}' WHERE key='config'")
     _run(Case("R19-config-wrong-shape", REPORT, code=0), tmp_path, capsys, monkeypatch)
     assert "test:agent" in (tmp_path / "out.html").read_text()
