@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from pathlib import Path
 
-from personagraph.judges.meta_eval import MetaEvalConfig
-from personagraph.runs.base import EXIT_INCOMPLETE
-from personagraph.runs.meta_eval import run
-from tests.runs.switch import assert_sent_only_failed_calls, switch_model
+from personagraph import ameta_evaluate
+from personagraph.runs.meta_eval import MetaEvalSummary
+from tests.runs.switch import assert_kept_then_recovered, switch_model
 
 RESPONSES = ["I check the hoses at dawn.", "A storm is no reason to stay in.", "I train the rookies.",
              "The storm siren is my alarm clock.", "I cook chili for the crew.", "I smell smoke at night."]
@@ -25,17 +25,13 @@ def write_items(path: Path) -> Path:
 async def test_failed_verdicts_are_listed_then_retried_with_only_their_calls(tmp_path: Path) -> None:
     judge = switch_model("me-judge", down=lambda text: "storm" in text)
     items = write_items(tmp_path / "items.jsonl")
-    config = MetaEvalConfig(items=str(items), judges=[judge.spec], n_resamples=100)
-    first = await run(config, tmp_path / "run")
-    assert first.exit_code == EXIT_INCOMPLETE and first.incomplete == 0
+
+    def again(retry_failed: bool) -> Awaitable[MetaEvalSummary]:
+        return ameta_evaluate(items, judges=[judge.spec], n_resamples=100, run_dir=tmp_path / "run",
+                              retry_failed=retry_failed)
+
+    first = await again(True)
     assert sorted((f.stage, f.model) for f in first.failures) == [("verdicts", judge.spec)] * 2
     assert all("test:me-judge is down" in f.reason for f in first.failures)
-    kept = await run(config.model_copy(update={"retry_failed": False}), tmp_path / "run")
-    assert kept.llm_calls == 0 and kept.failures == first.failures and kept.retried == 0
-    before = judge.up()
-    second = await run(config, tmp_path / "run")
-    assert second.exit_code == 0 and second.failures == [] and second.retried == second.recovered == 2
+    second = await assert_kept_then_recovered(first, again, [judge])
     assert second.llm_calls == 2
-    assert_sent_only_failed_calls(judge, before, second.llm_calls)
-    assert (await run(config, tmp_path / "run")).llm_calls == 0
-
