@@ -16,6 +16,7 @@ from personagraph.judges.protocols import (
     expected_score,
     fence,
     get_protocol,
+    persona_facts,
     persona_text,
     score_schema,
 )
@@ -133,12 +134,16 @@ async def _read_judge(
         checklist=checklist_text(checks),
     )
     if checks:
-        reply = await client.structured(messages, checklist_schema(len(checks)), top_logprobs=TOP_LOGPROBS)
+        facts = len(persona_facts(persona or "(not given)"))
+        reply = await client.structured(messages, checklist_schema(checks, facts), top_logprobs=TOP_LOGPROBS)
         if not reply.ok or reply.value is None:
             return Scored("failed", None, "", reply.raw, reply.error)
         answers = reply.value.model_dump()
-        score, expected = checklist_score(checks, answers, reply.logprobs, rubric.scale)
-        rationale = " ".join(f"{key}: {value}" for key, value in answers.items())
+        score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts)
+        rationale = "; ".join(
+            f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
+            for (key, value), p in zip(answers.items(), good, strict=True)
+        )
         return Scored("ok", score, rationale, reply.raw, None, expected)
     schema = score_schema(*rubric.scale, with_rationale=protocol.reply == "rationale")
     reply = await client.structured(messages, schema, top_logprobs=TOP_LOGPROBS)

@@ -24,9 +24,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.rubrics import Rubric
@@ -121,11 +121,22 @@ def persona_text(protocol: Protocol, persona: str) -> str:
 
 # --- reply schemas --------------------------------------------------------------------------------
 class Check(BaseModel):
-    """One yes/no question of a rubric's checklist; ``good`` is the answer a good response gets."""
+    """One question of a rubric's checklist.
+
+    ``answer`` "yes_no": ``good`` is the answer a good response gets. ``answer`` "fact": the judge names
+    the number of the persona fact the response shows, or 0 for none; any fact is good. Naming a number
+    makes a small judge look the facts up, where a yes/no question lets it answer by habit (the persona-
+    swap dev set: bench/judge_protocols.py). A ``gate`` is not weighed in: a bad answer to it takes the
+    score to the rubric's minimum (an AI disclosure is no persona answer however well it reads).
+    """
+
+    model_config = ConfigDict(frozen=True)  # hashable: the reply schema is cached per checklist
 
     question: str
+    answer: Literal["yes_no", "fact"] = "yes_no"
     good: Literal["yes", "no"] = "yes"
     weight: float = Field(1.0, gt=0)
+    gate: bool = False
 
 
 CHECKLISTS_FILE = "judges/checklists.yaml"
@@ -162,10 +173,15 @@ def score_schema(low: int, high: int, with_rationale: bool) -> type[BaseModel]:
 
 
 @cache
-def checklist_schema(n: int) -> type[BaseModel]:
-    """``{"q1": "yes"|"no", …}`` for ``n`` questions."""
-    answer = (Literal["yes", "no"], Field(description="yes or no"))
-    return create_model(f"Checklist{n}", **{f"q{i}": answer for i in range(1, n + 1)})
+def checklist_schema(checks: tuple[Check, ...], facts: int) -> type[BaseModel]:
+    """``{"q1": …, …}``: "yes"|"no" for yes/no questions, 0..``facts`` for fact questions."""
+    fields: dict = {}
+    for i, check in enumerate(checks, start=1):
+        if check.answer == "fact":
+            fields[f"q{i}"] = (int, Field(ge=0, le=facts, description="a persona fact's number, 0 for none"))
+        else:
+            fields[f"q{i}"] = (Literal["yes", "no"], Field(description="yes or no"))
+    return create_model(f"Checklist{len(checks)}", **fields)
 
 
 def checklist_text(checks: Sequence[Check]) -> str:
@@ -211,24 +227,42 @@ def expected_score(logprobs: Sequence[TokenLogprobs] | None, scale: tuple[int, i
 
 
 def checklist_score(
-    checks: Sequence[Check], answers: dict[str, str], logprobs: Sequence[TokenLogprobs] | None,
-    scale: tuple[int, int],
-) -> tuple[int, float | None]:
-    """The rule: low + (high − low) · Σ wᵢ·[answerᵢ is good] / Σ wᵢ; with logprobs, P(good) for [good].
+    checks: Sequence[Check], answers: dict[str, Any], logprobs: Sequence[TokenLogprobs] | None,
+    scale: tuple[int, int], facts: int,
+) -> tuple[int, float | None, list[float | None]]:
+    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · Π good over gates.
 
-    Returns the integer score (rounded, from the stated answers) and the expected one (None without
-    logprobs for every question).
+    ``good`` is 1/0 from the stated answers for the integer score (rounded) and P(good) from the
+    log-probabilities for the expected one (None unless every check has them). Returns both and the
+    per-check P(good) (None where unread), which the verdict's rationale shows.
     """
     low, high = scale
-    total = sum(c.weight for c in checks)
-    stated = sum(c.weight for i, c in enumerate(checks, start=1) if answers.get(f"q{i}") == c.good) / total
-    integer = low + round((high - low) * stated)
+    keyed = [(f"q{i}", check) for i, check in enumerate(checks, start=1)]
+    stated = [1.0 if _is_good(check, answers.get(key)) else 0.0 for key, check in keyed]
+    probabilities = [_p_good(check, logprobs, key, facts) for key, check in keyed]
+    integer = low + round((high - low) * _combine(checks, stated))
+    if any(p is None for p in probabilities):
+        return integer, None, probabilities
+    return integer, low + (high - low) * _combine(checks, probabilities), probabilities  # type: ignore[arg-type]
+
+
+def _is_good(check: Check, answer: Any) -> bool:
+    if check.answer == "fact":
+        return isinstance(answer, int) and answer > 0
+    return answer == check.good
+
+
+def _p_good(check: Check, logprobs: Sequence[TokenLogprobs] | None, key: str, facts: int) -> float | None:
     if not logprobs:
-        return integer, None
-    good = 0.0
-    for i, check in enumerate(checks, start=1):
-        probs = choice_probabilities(logprobs, f"q{i}", {"yes": 1, "no": 0})
-        if probs is None:
-            return integer, None
-        good += check.weight * (probs.get(1, 0.0) if check.good == "yes" else probs.get(0, 0.0))
-    return integer, low + (high - low) * good / total
+        return None
+    if check.answer == "fact":  # P(any fact) = 1 − P(0); numbers ≥ 10 start with a non-zero digit too
+        probs = choice_probabilities(logprobs, key, {str(n): n for n in range(min(facts, 9) + 1)})
+        return None if probs is None else 1.0 - probs.get(0, 0.0)
+    probs = choice_probabilities(logprobs, key, {"yes": 1, "no": 0})
+    return None if probs is None else probs.get(1 if check.good == "yes" else 0, 0.0)
+
+
+def _combine(checks: Sequence[Check], good: Sequence[float]) -> float:
+    weighed = [(c.weight, g) for c, g in zip(checks, good, strict=True) if not c.gate]
+    share = sum(w * g for w, g in weighed) / sum(w for w, _ in weighed) if weighed else 1.0
+    return share * math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.judge import score_response
@@ -16,6 +17,7 @@ from personagraph.judges.protocols import (
     PROTOCOLS,
     Check,
     checklist,
+    checklist_schema,
     checklist_score,
     expected_score,
     fence,
@@ -105,13 +107,41 @@ def test_expected_score_reads_the_score_position() -> None:
 def test_checklist_score_follows_the_rule() -> None:
     checks = [Check(question="a?"), Check(question="b?", weight=2), Check(question="c?", good="no")]
     answers = {"q1": "yes", "q2": "no", "q3": "no"}
-    score, expected = checklist_score(checks, answers, None, (1, 5))
-    assert score == 1 + round(4 * 2 / 4) and expected is None
+    score, expected, good = checklist_score(checks, answers, None, (1, 5), facts=3)
+    assert score == 1 + round(4 * 2 / 4) and expected is None and good == [None, None, None]
     logprobs = tokens('{"q1": "', ("yes", {"yes": 0.9, "no": 0.1}),
                       '", "q2": "', ("no", {"no": 0.7, "yes": 0.3}),
                       '", "q3": "', ("no", {"no": 0.8, "Yes": 0.2}), '"}')
-    score, expected = checklist_score(checks, answers, logprobs, (1, 5))
+    score, expected, good = checklist_score(checks, answers, logprobs, (1, 5), facts=3)
     assert expected == pytest.approx(1 + 4 * (0.9 + 2 * 0.3 + 0.8) / 4)
+    assert good == pytest.approx([0.9, 0.3, 0.8])
+
+
+def test_a_fact_question_reads_p_of_any_fact_and_a_gate_multiplies() -> None:
+    checks = [Check(question="which fact?", answer="fact", weight=3),
+              Check(question="contradicts?", good="no"), Check(question="an AI?", good="no", gate=True)]
+    logprobs = tokens('{"q1": ', ("2", {"2": 0.5, "0": 0.3, "1": 0.1, "7": 0.1}),  # 7 > 3 facts: not a choice
+                      ', "q2": "', ("no", {"no": 0.6, "yes": 0.4}),
+                      '", "q3": "', ("no", {"no": 0.9, "yes": 0.1}), '"}')
+    answers = {"q1": 2, "q2": "no", "q3": "no"}
+    score, expected, good = checklist_score(checks, answers, logprobs, (1, 5), facts=3)
+    p_fact = 1 - 0.3 / 0.9
+    assert good == pytest.approx([p_fact, 0.6, 0.9])
+    assert expected == pytest.approx(1 + 4 * (3 * p_fact + 0.6) / 4 * 0.9)
+    assert score == 5
+    # Fact 0 is a response that shows no persona fact; a "yes" to the gate takes the score to the minimum.
+    no_fact = {"q1": 0, "q2": "no", "q3": "no"}
+    assert checklist_score(checks, no_fact, None, (1, 5), facts=3)[0] == 1 + round(4 * 1 / 4)
+    assert checklist_score(checks, answers | {"q3": "yes"}, None, (1, 5), facts=3)[0] == 1
+
+
+def test_checklist_schema_asks_numbers_for_fact_questions() -> None:
+    checks = (Check(question="which?", answer="fact"), Check(question="ok?"))
+    schema = checklist_schema(checks, 4)
+    assert schema.model_validate({"q1": 4, "q2": "yes"}).q1 == 4
+    for bad in ({"q1": 5, "q2": "yes"}, {"q1": -1, "q2": "no"}, {"q1": 2, "q2": "maybe"}):
+        with pytest.raises(ValidationError):
+            schema.model_validate(bad)
 
 
 async def test_every_protocol_scores_with_test_models() -> None:
