@@ -1,4 +1,5 @@
-"""Reading input files people hand us: UTF-8 text and JSONL, with one wording for every problem.
+"""Reading input files people hand us (UTF-8 text and JSONL) and writing the output files they name, with
+one wording for every problem.
 
 Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming the file (and line):
 
@@ -10,6 +11,10 @@ Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming
 * ``{path}:{line}: not valid Unicode (unpaired surrogate \\udXXX)`` — a ``\\ud800`` escape alone
 * ``{path}:{line}: expected a JSON object, got {type}`` (``array``, ``string``, ``number``, ...)
 * ``{path}: empty file (no records)``
+
+Output files (:func:`write_output`): ``{path}: is a directory; give a file to write``, ``{path}: not a
+regular file ({kind}); give a file to write``, ``{path}: a SQLite database (a run store?); give another file
+to write``, ``{path}: cannot write ({reason})``. An output appears whole or not at all.
 
 Lines are numbered from 1 and split on ``\\n`` only, the way an editor counts them; a UTF-8 byte-order
 mark is dropped; blank lines are skipped.
@@ -78,6 +83,55 @@ def check_input_file(path: str | Path) -> Path:
         raise PersonagraphError(
             f"{path}: too large ({info.st_size / 2**20:.0f} MB; the limit is {MAX_INPUT_BYTES // 2**20} MB)"
         )
+    return path
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_output_file(path: str | Path, label: str | None = None) -> Path:
+    """Refuses what must not be written as an output file, before any work: a directory, a FIFO, device or
+    socket (writing would block or go nowhere), and a SQLite database — a run store's results are never
+    overwritten by a mistyped ``-o``. ``label`` names the file in errors (default: the path)."""
+    path = Path(path)
+    name = label or str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise PersonagraphError(f"{name}: cannot write ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise PersonagraphError(f"{name}: is a directory; give a file to write")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((kind for test, kind in _SPECIAL.items() if test(info.st_mode)), "special file")
+        raise PersonagraphError(f"{name}: not a regular file ({kind}); give a file to write")
+    try:
+        with path.open("rb") as existing:
+            header = existing.read(len(_SQLITE_HEADER))
+    except OSError:
+        header = b""
+    if header == _SQLITE_HEADER:
+        raise PersonagraphError(f"{name}: a SQLite database (a run store?); give another file to write")
+    return path
+
+
+def write_output(path: str | Path, text: str, label: str | None = None) -> Path:
+    """Writes ``text`` (UTF-8) to an output file people named, creating parent folders; the file appears
+    whole or not at all (written beside it, then renamed), so a failure leaves no truncated output.
+
+    Raises:
+        PersonagraphError: what :func:`check_output_file` refuses, or the file cannot be written.
+    """
+    path = check_output_file(path, label)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise PersonagraphError(f"{label or path}: cannot write ({exc.strerror or exc})") from None
     return path
 
 

@@ -9,8 +9,7 @@ import typer
 from rich.text import Text
 
 from personagraph.cli._common import console, err_console, run
-from personagraph.cli.view import FORMAT_HELP, write_export
-from personagraph.errors import PersonagraphError
+from personagraph.cli.view import FORMAT_HELP, check_export_options, write_export
 
 
 def compare_command(
@@ -31,8 +30,7 @@ def compare_command(
         from personagraph.report.tables import EXPORT_FORMATS, export
         from personagraph.report.view import comparison_table
 
-        if format not in ("table", *EXPORT_FORMATS):
-            raise PersonagraphError(f"--format {format!r}: choose one of table, {', '.join(EXPORT_FORMATS)}")
+        check_export_options(format, output, EXPORT_FORMATS)
         comparison = compare_runs(run_a, run_b, model_a=model_a, model_b=model_b, seed=seed)
         for line in comparison.provenance:  # on stderr, so exports stay clean
             err_console.print(Text(f"warning: the runs differ in {line}", style="yellow"), soft_wrap=True)
@@ -42,8 +40,6 @@ def compare_command(
         if format != "table":
             write_export(export([comparison.table()], format), output)
             return
-        if output is not None:
-            raise PersonagraphError("-o needs --format csv, json or markdown")
         console.print(comparison_table(comparison))
         lines = [(f"A = {comparison.model_a} in {run_a} · B = {comparison.model_b} in {run_b} · "
                   f"{comparison.shared} shared questions ({comparison.only_a} only in A, "

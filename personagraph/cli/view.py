@@ -8,8 +8,20 @@ import typer
 
 from personagraph.cli._common import console, run
 from personagraph.errors import PersonagraphError
+from personagraph.files import check_output_file, write_output
 
 FORMAT_HELP = "table (rich, default) or an export of the headline table: csv, json, markdown."
+
+
+def check_export_options(format: str, output: Path | None, formats: tuple[str, ...]) -> None:
+    """Refuses an unknown --format, -o without an export format, and an -o that must not be written — before
+    any run is loaded."""
+    if format not in ("table", *formats):
+        raise PersonagraphError(f"--format {format!r}: choose one of table, {', '.join(formats)}")
+    if output is not None:
+        if format == "table":
+            raise PersonagraphError(f"-o needs --format {', '.join(formats[:-1])} or {formats[-1]}")
+        check_output_file(output, f"-o {output}")
 
 
 def write_export(text: str, output: Path | None) -> None:
@@ -17,11 +29,7 @@ def write_export(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PersonagraphError(f"-o {output}: cannot write ({exc.strerror})") from None
+    write_output(output, text, f"-o {output}")
     console.print(f"wrote {output}", markup=False)
 
 
@@ -39,12 +47,9 @@ def view_command(
         from personagraph.report.tables import EXPORT_FORMATS, export
         from personagraph.report.view import view
 
-        if format not in ("table", *EXPORT_FORMATS):
-            raise PersonagraphError(f"--format {format!r}: choose one of table, {', '.join(EXPORT_FORMATS)}")
+        check_export_options(format, output, EXPORT_FORMATS)
         runs = load_runs(list(run_dirs))
         if format == "table":
-            if output is not None:
-                raise PersonagraphError("-o needs --format csv, json or markdown")
             for loaded in runs:
                 console.print(view(loaded))
             return

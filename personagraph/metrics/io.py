@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.files import read_text
+from personagraph.files import read_text, write_output
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # profiles and long contexts exceed the 128 KiB default
 
@@ -64,11 +64,4 @@ def read_table(
 def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]]) -> None:
     """Writes records as JSONL (UTF-8, one object per line), creating parent folders; the file appears
     whole or not at all (written beside it, then renamed), so a failure leaves no truncated output."""
-    path = Path(path)
-    if path.is_dir():
-        raise PersonagraphError(f"{path}: is a directory; give a file to write")
-    text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    write_output(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))

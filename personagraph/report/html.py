@@ -18,6 +18,7 @@ from string import Template
 from typing import Any
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import check_output_file, write_output
 from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
@@ -426,14 +427,7 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | No
     Raises:
         PersonagraphError: a path that is not a run directory, an unreadable store, an unwritable output.
     """
+    label = f"-o {out}"
+    check_output_file(out, label)  # before the work: a mistyped -o must not cost a report or a run store
     runs = load_runs(list(run_dirs))
-    text = build_report(runs, title=title, lowest=lowest)
-    out = Path(out)
-    if out.is_dir():
-        raise PersonagraphError(f"-o {out}: is a directory; give a file name such as report.html")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PersonagraphError(f"-o {out}: cannot write ({exc.strerror})") from None
-    return out
+    return write_output(out, build_report(runs, title=title, lowest=lowest), label)

@@ -348,3 +348,29 @@ def test_a_report_shows_what_parses_of_a_damaged_config(finished_runs: dict[str,
     _tamper(tmp_path / "r", "UPDATE meta SET value='{\"models\": 5, \"judges\": 3}' WHERE key='config'")
     _run(Case("R19-config-wrong-shape", REPORT, code=0), tmp_path, capsys, monkeypatch)
     assert "test:agent" in (tmp_path / "out.html").read_text()
+
+
+# --- output files: a mistyped -o never overwrites a run store, never blocks on a FIFO ------------------
+OUTPUT_CASES = [
+    Case("report-o-run-store", ["report", "-o", "r/run.sqlite", "r"], names="-o r/run.sqlite: a SQLite database"),
+    Case("report-o-fifo", ["report", "-o", "ff", "r"], {"ff": _fifo}, "-o ff: not a regular file (a FIFO)"),
+    Case("view-o-run-store", ["view", "r", "-f", "csv", "-o", "r/run.sqlite"], names="-o r/run.sqlite"),
+    Case("compare-o-fifo", ["compare", "r", "r", "-f", "json", "-o", "ff"], {"ff": _fifo}, "-o ff"),
+    Case("score-o-run-store", ["score", "--metrics", "dist", "-o", "r/run.sqlite", "-i", "in.jsonl"],
+         {"in.jsonl": '{"response": "fine words here"}\n'}, "r/run.sqlite: a SQLite database"),
+]
+
+
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: c.id)
+def test_bad_output_files_are_refused_and_overwrite_nothing(case: Case, finished_runs: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    shutil.copytree(finished_runs["eval"], tmp_path, dirs_exist_ok=True)
+    for name, make in case.files.items():
+        make(tmp_path / name) if callable(make) else (tmp_path / name).write_text(make)
+    store = (tmp_path / "r" / "run.sqlite").read_bytes()
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *case.argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    _check_refused(case, tmp_path, [line for line in (done.stdout + done.stderr).splitlines() if line.strip()])
+    assert (tmp_path / "r" / "run.sqlite").read_bytes() == store
+    assert not list(tmp_path.glob("**/.*.partial"))
