@@ -212,12 +212,15 @@ async def abehavior_alignment(
     run_dir: str | Path = "runs/behavior",
     base_url: str | None = None,
     api_key: str | None = None,
+    on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> behavior_run.BehaviorSummary:
     """Labels recommender strategies (κ against human labels) and the system's behavior alignment;
     ``**options`` are the other :class:`~personagraph.metrics.behavior.BehaviorConfig` fields."""
     config = make_config(BehaviorConfig, **options, dialogues=dialogues)
-    return await behavior_run.run(config, run_dir, settings=settings_for(base_url, api_key))
+    return await behavior_run.run(
+        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+    )
 
 
 async def amemory_dialogue(

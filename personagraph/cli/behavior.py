@@ -14,6 +14,8 @@ from personagraph.cli._common import (
     RETRY_FAILED_OPTION,
     console,
     model_settings,
+    progress_bars,
+    progress_display,
     run,
 )
 from personagraph.cli.score import EMBEDDING_OPTION
@@ -60,8 +62,9 @@ def behavior_command(
             responses=responses, system=system, system_speaker=system_speaker, limit=limit, seed=seed,
             embedding_model=embedding_model, retry_failed=retry_failed,
         )
-        with console.status("labelling…"):
-            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint))
+        with progress_display(label_width=13, transient=True) as progress:
+            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
+                                                   on_progress=progress_bars(progress))
         console.print(f"[bold]Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}[/bold]")
         table = Table()
         for column in ("", "value", "95% CI", "n"):

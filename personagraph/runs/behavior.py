@@ -36,7 +36,15 @@ from personagraph.metrics.behavior import (
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
-from personagraph.runs.base import FailedItem, Run, Summary, failed_records, record_failures, synchronous
+from personagraph.runs.base import (
+    FailedItem,
+    ProgressHandler,
+    Run,
+    Summary,
+    failed_records,
+    record_failures,
+    synchronous,
+)
 
 SUMMARY_FILE = "behavior_summary.json"
 LABEL = f"{KIND}.label"
@@ -89,6 +97,7 @@ async def run(
     run_dir: str | Path,
     *,
     settings: ModelSettings | None = None,
+    on_progress: ProgressHandler | None = None,
 ) -> BehaviorSummary:
     """Labels the human and system responses and measures κ and behavior alignment.
 
@@ -96,6 +105,8 @@ async def run(
         config: the run.
         run_dir: the run directory (LLM calls are cached there, so a rerun resumes).
         settings: model endpoint settings for LLM labeller/system specs.
+        on_progress: receives a :class:`~personagraph.runs.base.ProgressEvent` per finished item (stages
+            ``labels``, ``responses``, ``system labels``).
 
     Raises:
         PersonagraphError: bad data or labels, neither or both labellers, a classifier file that is not one.
@@ -134,7 +145,8 @@ async def run(
     elif config.classifier:
         classifier = StrategyClassifier.load(config.classifier)
 
-    with Run(KIND, run_dir, config, summary_file=SUMMARY_FILE, retry_failed=config.retry_failed) as the_run:
+    with Run(KIND, run_dir, config, summary_file=SUMMARY_FILE, retry_failed=config.retry_failed,
+             on_progress=on_progress) as the_run:
         the_run.record(strategies=data_hash(STRATEGIES_FILE))
         store, meter = the_run.store, the_run.meter
         llm = None
@@ -163,12 +175,16 @@ async def run(
                 record = {"id": item, **await work()}
                 store.put(kind, f"{stage}|{item}", record, unit=stage)
             failures.extend(failed_records(stage, [record], model))
+            the_run.advance(stage)
             return record
 
         async def label_all(stage: str, requests: list[tuple[str, str, str]]) -> list[str | None]:
             """Labels of ``(item id, context, text)`` requests."""
+            the_run.expect(stage, len(requests))
             if classifier is not None:
-                return list(await asyncio.to_thread(classifier.predict, [text for _, _, text in requests]))
+                labels = list(await asyncio.to_thread(classifier.predict, [text for _, _, text in requests]))
+                the_run.advance(stage, len(labels))
+                return labels
             assert llm is not None and config.labeller is not None
 
             async def one(item: str, context: str, text: str) -> str | None:
@@ -235,6 +251,7 @@ async def run(
                     item = f"{t.dialog_id}|{t.system_index}"
                     return (await item_record(RESPONSES, RESPONSE, item, client.name, work))["text"]
 
+                the_run.expect(RESPONSES, len(targets))
                 generated = await asyncio.gather(*(respond(d, t) for d, t in targets))
                 texts = {t.key: text for (_, t), text in zip(targets, generated, strict=True)}
                 summary.system = config.system

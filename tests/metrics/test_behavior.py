@@ -22,6 +22,7 @@ from personagraph.metrics.behavior import (
     strategy_names,
 )
 from personagraph.models import ModelClient
+from personagraph.runs.base import ProgressEvent
 from personagraph.runs.behavior import run as run_behavior_alignment
 
 HEADER = "dialog_id\tutt_id\tspeaker\tturn_id\ttext\texpert_label\tsecond_label\n"
@@ -187,8 +188,11 @@ async def test_run_with_classifier_and_responses(tmp_path: Path) -> None:
 async def test_run_with_llm_labeller_and_system(tmp_path: Path) -> None:
     config = BehaviorConfig(dialogues=write_tsv(tmp_path / "d.tsv"), labeller="test:default", system="test:default",
                             n_resamples=200)
-    summary = await run_behavior_alignment(config, tmp_path / "run")
+    events: list[ProgressEvent] = []
+    summary = await run_behavior_alignment(config, tmp_path / "run", on_progress=events.append)
     assert summary.labeller == "llm:test:default" and summary.system == "test:default"
+    last = {e.stage: (e.done, e.total) for e in events}  # progress like every run kind, not a spinner
+    assert last == {"labels": (6, 6), "responses": (3, 3), "system labels": (3, 3)}
     assert summary.responses == 3 and summary.ba is not None and summary.ba.n == 3  # d1 turns 2, 3; d2 turn 2
     assert set(summary.label_counts["labeller"]) <= set(strategy_names())
 
