@@ -102,14 +102,12 @@ def is_failed(record: dict[str, Any]) -> bool:
     return record.get("status", "ok") != "ok"
 
 
-def failed_records(
-    stage: str, records: Iterable[dict[str, Any] | None], model: str | None
-) -> list[FailedItem]:
+def failed_records(stage: str, records: Iterable[dict[str, Any]], model: str | None) -> list[FailedItem]:
     """The failed ones among item records (``id``, ``status``, ``error``) of one stage and model."""
     return [
         FailedItem(stage=stage, item=r["id"], model=model, reason=r.get("error"))
         for r in records
-        if r is not None and is_failed(r)
+        if is_failed(r)
     ]
 
 
