@@ -15,19 +15,24 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
 from personagraph.records import meta_problem, record_problem
 
 STORE_FILE = "run.sqlite"
+CHECKPOINTS_FILE = "checkpoints.sqlite"  # LangGraph's checkpoints of the run's graphs (sessions, persona units)
 LOCK_FILE = "run.lock"
+COMMIT_INTERVAL_S = 0.5
+"""Write-behind: a batch commits this long after its first row (at once on a flush or close): one commit and
+two writer wake-ups for every row of the interval, where at low concurrency each row cost both on its own."""
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -163,8 +168,9 @@ class RunStore:
             so an event loop never waits on SQLite (``evaluate`` uses it; measured ~0.5 ms of blocking
             per LLM call otherwise). This store's reads see its queued writes (``get_call`` at once, the
             others after a flush); other connections see a row once its batch commits — within
-            milliseconds, and always by :meth:`flush` or :meth:`close`. A row is finished when it is
-            committed: a process killed between is simply missing it, never half-writes it.
+            :data:`COMMIT_INTERVAL_S`, and always by :meth:`flush` or :meth:`close`. A row is finished
+            when it is committed: a process killed between is simply missing it (a call is sent again on
+            resume), never half-writes it.
         lock: hold the run directory's :class:`RunLock` until :meth:`close` (writable stores only);
             False for a helper process of the process that holds it (the Ray store actor).
     """
@@ -198,6 +204,9 @@ class RunStore:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pending_calls: dict[str, CallRow] = {}
         self._writer: threading.Thread | None = None
+        self._hurry = threading.Event()  # set by flush and close: the writer commits without waiting
+        self._count_lock = threading.Lock()
+        self._queued = self._flushed = 0  # rows queued so far, and how many of them a flush has committed
         self._write_error: str | None = None
         uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
         try:
@@ -308,6 +317,7 @@ class RunStore:
         finally:
             if self._writer is not None:
                 self._queue.put(None)
+                self._hurry.set()
                 self._writer.join()
                 self._writer = None
             with self._lock:
@@ -326,7 +336,9 @@ class RunStore:
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_loop, name="personagraph-store", daemon=True)
             self._writer.start()
-        self._queue.put((sql, args, call))
+        with self._count_lock:
+            self._queue.put((sql, args, call))
+            self._queued += 1
 
     def _write_loop(self) -> None:
         # Its own connection: with WAL, the readers' connection never waits for a batch to commit.
@@ -340,11 +352,11 @@ class RunStore:
 
     def _drain(self, db: sqlite3.Connection) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            while len(batch) < 512:
+            batch = [self._queue.get()]
+            if isinstance(batch[0], tuple):  # a row: the rows of the next COMMIT_INTERVAL_S join its commit
+                self._hurry.wait(COMMIT_INTERVAL_S)
+            self._hurry.clear()  # a flush or close that comes after this is found in the queue or next time
+            while True:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
@@ -373,9 +385,17 @@ class RunStore:
     def flush(self) -> None:
         """Returns once every write queued before it is committed (no-op without write-behind)."""
         if self._writer is not None and self._writer.is_alive():
-            done = threading.Event()
-            self._queue.put(done)
+            with self._count_lock:
+                queued = self._queued
+                if queued == self._flushed:  # nothing queued since the last flush: nothing to wait for
+                    self._raise_write_error()
+                    return
+                done = threading.Event()
+                self._queue.put(done)
+            self._hurry.set()
             done.wait()
+            with self._count_lock:
+                self._flushed = max(self._flushed, queued)
         self._raise_write_error()
 
     def _raise_write_error(self) -> None:
@@ -467,3 +487,27 @@ class RunStore:
         with self._lock:
             rows = self._db.execute("SELECT kind, count(*) FROM records GROUP BY kind").fetchall()
         return dict(rows)
+
+
+@asynccontextmanager
+async def sqlite_checkpointer(run_dir: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """The run directory's LangGraph checkpointer (``checkpoints.sqlite``), refused in one line when the file
+    is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``)."""
+    path = Path(run_dir) / CHECKPOINTS_FILE
+    if path.is_file() and path.stat().st_size > 0:
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                result = db.execute("PRAGMA quick_check(1)").fetchone()
+            finally:
+                db.close()
+            problem = None if result and result[0] == "ok" else str(result[0] if result else "no answer")
+        except sqlite3.DatabaseError as exc:
+            problem = str(exc)
+        if problem is not None:
+            raise PersonagraphError(
+                f"{path}: the checkpoint store is unreadable ({problem[:120]}); delete it and run again — "
+                f"finished items stay in {STORE_FILE} and unfinished ones restart from their cached calls"
+            )
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        yield saver

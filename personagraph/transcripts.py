@@ -96,6 +96,8 @@ def transcript_markdown(record: dict[str, Any]) -> str:
 
 def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
     """Writes ``<id>.jsonl`` and ``<id>.md`` for a session record (atomically replaced)."""
+    if folder.exists() and not folder.is_dir():
+        raise PersonagraphError(f"{folder}: exists and is not a directory (it holds the transcripts); move it")
     folder.mkdir(parents=True, exist_ok=True)
     header = {
         "type": "header",

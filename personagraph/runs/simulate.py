@@ -58,7 +58,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel, Field, model_validator
 
 from personagraph.agents.base import Agent
@@ -83,7 +82,7 @@ from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import load_plugins
 from personagraph.schemas import short_id, slug
-from personagraph.store import RunStore
+from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
 
 KIND = "simulate"
@@ -307,7 +306,7 @@ def check_checkpoint_url(url: str | None) -> None:
 async def open_checkpointer(run_dir: Path, url: str | None = None) -> AsyncIterator[Any]:
     """The session checkpointer: SQLite in the run directory, or Postgres for ``postgresql://`` URLs."""
     if not url:
-        async with AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite")) as saver:
+        async with sqlite_checkpointer(run_dir) as saver:
             yield saver
         return
     check_checkpoint_url(url)

@@ -341,6 +341,41 @@ def test_a_damaged_run_store_is_one_line_and_keeps_its_good_rows(
     assert again.value.code in (0, EXIT_INCOMPLETE), capsys.readouterr()
 
 
+BESIDE_CASES = [  # (case id, run, file in r/ made unreadable, SQL first, command): the file is named, then deleted
+    ("resume-eval-checkpoints-garbage", "eval", "checkpoints.sqlite", "DELETE FROM records WHERE kind='unit_done'",
+     EVAL_RUN),
+    ("resume-simulate-checkpoints-garbage", "simulate", "checkpoints.sqlite", "", SIMULATE_RUN),
+    ("resume-simulate-transcripts-a-file", "simulate", "transcripts", "DELETE FROM records WHERE kind='session'",
+     SIMULATE_RUN),
+]
+
+
+@pytest.mark.parametrize("case", BESIDE_CASES, ids=lambda c: c[0])
+def test_a_damaged_file_beside_the_store_is_one_line_and_its_advice_works(
+    case: tuple[str, str, str, str, list[str]], finished_runs: dict[str, Path], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A checkpoint store that is not SQLite, a transcripts folder that is a file: one line naming it, every
+    record and call of run.sqlite kept; once the file is deleted, the same command finishes from the cache
+    (0 new LLM calls)."""
+    case_id, run, name, sql, argv = case
+    shutil.copytree(finished_runs[run], tmp_path, dirs_exist_ok=True)
+    if sql:
+        _tamper(tmp_path / "r", sql)
+    damaged = tmp_path / "r" / name
+    shutil.rmtree(damaged) if damaged.is_dir() else damaged.unlink()
+    damaged.write_text("not what belongs here")
+    before = {row for row in _rows(tmp_path / "r") if row[0] != "m"}
+    lines = _run(Case(case_id, argv), tmp_path, capsys, monkeypatch)
+    _check_refused(Case(case_id, argv, names=f"r/{name}: ", left=()), tmp_path, lines)
+    assert set(before) <= {row for row in _rows(tmp_path / "r") if row[0] != "m"}  # every record and call kept
+    damaged.unlink()
+    monkeypatch.setattr(sys, "argv", ["personagraph", *argv])
+    with pytest.raises(SystemExit) as again:
+        main()
+    out = capsys.readouterr().out
+    assert again.value.code == 0 and "LLM calls this run: 0 " in out, out
+
+
 def test_a_report_shows_what_parses_of_a_damaged_config(finished_runs: dict[str, Path], tmp_path: Path, capsys,
                                                           monkeypatch) -> None:
     """R19: a config of the wrong shape does not stop a report; the records still name the model."""

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter
 from personagraph.models.openai_http import close_sessions
 from personagraph.runs.executors.base import EvalJob, build_context, run_unit
 from personagraph.schemas import Persona
-from personagraph.store import RunStore
+from personagraph.store import RunStore, sqlite_checkpointer
 
 
 class LocalExecutor:
@@ -26,7 +25,7 @@ class LocalExecutor:
         context = build_context(config, job.settings, store, meter, job.agents, job.on_item, job.plugins)
         gate = asyncio.Semaphore(config.concurrency)
         try:
-            async with AsyncSqliteSaver.from_conn_string(str(job.run_dir / "checkpoints.sqlite")) as saver:
+            async with sqlite_checkpointer(job.run_dir) as saver:
                 graph = build_graph().compile(checkpointer=saver)
 
                 async def one(persona: Persona) -> None:
