@@ -3,8 +3,9 @@ one wording for every problem.
 
 Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming the file (and line):
 
-* ``{path}: no such file`` / ``{path}: is a directory`` / ``{path}: cannot read ({reason})``
-* ``{path}: not a regular file ({kind})`` — a FIFO, device or socket would hang or never end
+* ``{path}: no such file`` / ``{path}: cannot read ({reason})``
+* ``{path}: is a directory`` / ``{path}: not a regular file ({kind}); save the input to a file first`` — a
+  FIFO, device or socket would hang or never end
 * ``{path}: too large ({n} MB; the limit is {limit} MB)`` — see :data:`MAX_INPUT_BYTES`
 * ``{path}: not UTF-8 text (byte {n})`` — ``n`` is the 0-based byte offset in the file
 * ``{path}:{line}: invalid JSON ({reason})`` — also for nesting deeper than :data:`MAX_JSON_DEPTH`
@@ -12,7 +13,7 @@ Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming
 * ``{path}:{line}: expected a JSON object, got {type}`` (``array``, ``string``, ``number``, ...)
 * ``{path}: empty file (no records)``
 
-Output files (:func:`write_output`): ``{path}: is a directory; give a file to write``, ``{path}: not a
+Output files (:func:`write_output`): ``{path}: is a directory``, ``{path}: not a
 regular file ({kind}); give a file to write``, ``{path}: a SQLite database (a run store?); give another file
 to write``, ``{path}: cannot write ({reason})``. An output appears whole or not at all.
 
@@ -61,6 +62,23 @@ def safe_id(value: Any, where: str) -> str:
     )
 
 
+def _regular_file(path: Path, name: str, action: str, fix: str) -> os.stat_result | None:
+    """``path``'s stat when it is a regular file, None when it does not exist; anything else is one line naming
+    ``name``: a directory, or a FIFO, device or socket (opening one blocks or never ends), with ``fix``."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PersonagraphError(f"{name}: cannot {action} ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise PersonagraphError(f"{name}: is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((kind for test, kind in _SPECIAL.items() if test(info.st_mode)), "special file")
+        raise PersonagraphError(f"{name}: not a regular file ({kind}); {fix}")
+    return info
+
+
 def check_input_file(path: str | Path) -> Path:
     """Refuses what cannot be read as an input file, before opening it (opening a FIFO blocks).
 
@@ -68,17 +86,9 @@ def check_input_file(path: str | Path) -> Path:
         PersonagraphError: missing, a directory, a FIFO/device/socket, larger than :data:`MAX_INPUT_BYTES`.
     """
     path = Path(path)
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise PersonagraphError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise PersonagraphError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise PersonagraphError(f"{path}: is a directory")
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _SPECIAL.items() if test(info.st_mode)), "special file")
-        raise PersonagraphError(f"{path}: not a regular file ({kind}); save the input to a file first")
+    info = _regular_file(path, str(path), "read", "save the input to a file first")
+    if info is None:
+        raise PersonagraphError(f"{path}: no such file")
     if info.st_size > MAX_INPUT_BYTES:
         raise PersonagraphError(
             f"{path}: too large ({info.st_size / 2**20:.0f} MB; the limit is {MAX_INPUT_BYTES // 2**20} MB)"
@@ -95,17 +105,8 @@ def check_output_file(path: str | Path, label: str | None = None) -> Path:
     overwritten by a mistyped ``-o``. ``label`` names the file in errors (default: the path)."""
     path = Path(path)
     name = label or str(path)
-    try:
-        info = path.stat()
-    except FileNotFoundError:
+    if _regular_file(path, name, "write", "give a file to write") is None:
         return path
-    except OSError as exc:
-        raise PersonagraphError(f"{name}: cannot write ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise PersonagraphError(f"{name}: is a directory; give a file to write")
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((kind for test, kind in _SPECIAL.items() if test(info.st_mode)), "special file")
-        raise PersonagraphError(f"{name}: not a regular file ({kind}); give a file to write")
     try:
         with path.open("rb") as existing:
             header = existing.read(len(_SQLITE_HEADER))
