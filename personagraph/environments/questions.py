@@ -111,7 +111,8 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
     persona (see :func:`shortlist_pool`). When the model fails or names nothing usable, the selection
     is ``failed`` (the run records why) rather than silently falling back to arbitrary environments.
     """
-    shown = await asyncio.to_thread(shortlist_pool, persona, shortlist)
+    # the embedding shortlist runs in a thread; without one, no thread hop just to read the pool
+    shown = await asyncio.to_thread(shortlist_pool, persona, shortlist) if shortlist > 0 else load_pool()
     by_name = {env.name.lower(): env for env in load_pool()}
     listed = [env.name for env in shown] if len(shown) < len(by_name) else []
     messages = load_prompt("select_environments").messages(pool=pool_listing(shown), persona=persona, k=k)

@@ -24,6 +24,8 @@ class ContextSettings(Protocol):
 def live_context(runtime: Runtime[Any], kind: type[C]) -> C:
     """The run's ``kind`` context: the object passed with ``context=``, or the one its settings build."""
     context = runtime.context
+    if isinstance(context, kind):  # the common case first: a runtime-checkable Protocol check costs ~20 µs
+        return context
     if isinstance(context, ContextSettings):
         context = context.live()
     if not isinstance(context, kind):

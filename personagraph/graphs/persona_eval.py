@@ -182,11 +182,12 @@ async def aggregate(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str
 
 
 # --- routing ----------------------------------------------------------------------------------------
-def route_start(state: EvalState) -> str:
+# async like the nodes (and _join): LangGraph runs a sync graph function in a worker thread, a hop per call
+async def route_start(state: EvalState) -> str:
     return "load_benchmark" if state.get("benchmark") else "select"
 
 
-def fan_out_tasks(state: EvalState) -> list[Send] | str:
+async def fan_out_tasks(state: EvalState) -> list[Send] | str:
     if not state.get("environments"):
         return "aggregate"
     return [
@@ -196,7 +197,7 @@ def fan_out_tasks(state: EvalState) -> list[Send] | str:
     ]
 
 
-def fan_out_answers(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
+async def fan_out_answers(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
     questions = state.get("questions", [])
     if not questions:
         return "aggregate"
@@ -209,7 +210,7 @@ def fan_out_answers(state: EvalState, runtime: Runtime[EvalContext]) -> list[Sen
     return sends
 
 
-def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
+async def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
     questions = {q["id"]: q for q in state.get("questions", [])}
     exemplar_sets = {e["question_id"]: e for e in state.get("exemplars", [])}
     sends = [
@@ -222,7 +223,7 @@ def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send
     return sends or "aggregate"
 
 
-def _join(state: EvalState) -> dict[str, Any]:
+async def _join(state: EvalState) -> dict[str, Any]:
     return {}
 
 
