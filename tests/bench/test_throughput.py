@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.throughput import CPU_TARGET_MS, cpu_check
+from bench.throughput import CPU_TARGET_MS, cpu_check, cpu_target_line
 
 
 def test_one_slow_level_fails_the_cpu_target_that_a_pooled_average_would_pass() -> None:
@@ -15,3 +15,12 @@ def test_one_slow_level_fails_the_cpu_target_that_a_pooled_average_would_pass() 
         results[c]["calls"] for c in checked)
     assert checked == [8, 32, 128]  # C = 1 runs on a subset: its fixed costs are not per call
     assert pooled <= CPU_TARGET_MS < worst == 3.0
+
+
+def test_the_last_line_says_met_or_not_at_each_level() -> None:
+    results = {8: {"personas": 50, "cpu_ms": 2.31}, 32: {"personas": 50, "cpu_ms": 1.94},
+               128: {"personas": 50, "cpu_ms": 2.0}, 1: {"personas": 3, "cpu_ms": 9.0}}
+    line = cpu_target_line(results, 50)
+    assert line == "cpu_target ≤2ms @8 2.31 NOT met, @32 1.94 met, @128 2.00 met: NOT met"
+    results[8]["cpu_ms"] = 1.5
+    assert cpu_target_line(results, 50).endswith("@8 1.50 met, @32 1.94 met, @128 2.00 met: met")
