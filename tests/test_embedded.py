@@ -6,7 +6,13 @@ import pytest
 
 from personagraph.agents import PersonaAgent
 from personagraph.judges.judge import score_response
-from personagraph.judges.protocols import score_schema
+from personagraph.judges.protocols import (
+    checklist,
+    checklist_schema,
+    checklist_score,
+    get_protocol,
+    persona_facts,
+)
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
 from personagraph.models.client import extract_json
@@ -23,20 +29,24 @@ async def test_persona_agent_answers_in_persona(run_dir) -> None:
 
 
 async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
-    """The default protocol for local: judges (score only, persona as numbered facts), through the engine:
-    the reply parses and llama.cpp's log-probabilities give a probability-weighted score beside it."""
+    """The default protocol for local: judges (the checklist: the persona fact the response shows, then
+    yes/no questions), through the engine: the reply parses, and llama.cpp's log-probabilities give a
+    probability-weighted score beside the integer one."""
     judge = ModelClient.create("local:qwen2.5-coder-1.5b", "judge", max_tokens=120)
-    rubric = load_rubric("linguistic_habits")
+    rubric = load_rubric("persona_consistency")
+    checks = checklist(rubric)
+    assert get_protocol(None, judge.name).reply == "checklist" and checks
     scored = await score_response(
         judge,
         rubric,
         persona=COWBOY,
-        question="How would you greet a stranger at the county fair?",
-        response="Howdy, partner! Pull up a hay bale and tell me what brings you 'round these parts.",
+        question="What did you do for a living?",
+        response="Forty years I rode herd on cattle across West Texas, and I'd do it again tomorrow.",
     )
     assert scored.status == "ok", scored.error
-    reply = score_schema(*rubric.scale, with_rationale=False).model_validate(extract_json(scored.raw))
-    assert 1 <= reply.score <= 5 and scored.score == reply.score  # type: ignore[attr-defined]
+    facts = len(persona_facts(COWBOY))
+    answers = checklist_schema(checks, facts).model_validate(extract_json(scored.raw)).model_dump()
+    assert scored.score == checklist_score(checks, answers, None, rubric.scale, facts)[0]
     assert scored.expected is not None and 1.0 <= scored.expected <= 5.0
 
 

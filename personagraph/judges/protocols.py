@@ -9,8 +9,8 @@ beside the integer one.
 * ``rationale`` — a short rationale, then the score (the protocol of earlier versions).
 * ``score`` — the score alone: no rationale for a small model to talk itself into a score with.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
-* ``checklist`` — numbered persona facts and yes/no questions for the rubric, scored by rule from
-  P(yes) (rubrics without a checklist fall back to ``facts``).
+* ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
+  yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -63,15 +63,18 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol("score", "judge_score", "score", False, "the score alone"),
         Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score only"),
         Protocol("checklist", "judge_checklist", "checklist", True,
-                 "numbered persona facts, yes/no questions per rubric, scored by rule from P(yes)"),
+                 "numbered persona facts; which one the answer shows, yes/no checks; scored by rule"),
     )
 }
 DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
-# Embedded judges: chosen by bench/judge_protocols.py. On a seeded subset of 8 persona-swap pairs (the
-# 1.5B through llama-server, a machine shared by 3 other model servers) "facts" ranked every pair right
-# with its probability-weighted score (pairwise 1.00, AUC 0.94; its integer score 0.75); the earlier
-# "rationale" protocol had measured 0.50 on such pairs (issue 14). The full 100-pair table is still to run.
-LOCAL_PROTOCOL = "facts"
+# Embedded judges: chosen by bench/judge_protocols.py on the persona-swap dev set (100 pairs of real
+# PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight, 2-core KVM Xeon with AMX
+# shared with other work, load 2-5). Probability-weighted pairwise accuracy: "rationale" 0.50 (issue 14,
+# 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its Persona Consistency list
+# leads with "which persona fact does the response show, 0 for none") 0.910 [0.840, 0.960], AUC
+# 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). Rubrics
+# without a checklist are judged with "facts" under "checklist".
+LOCAL_PROTOCOL = "checklist"
 
 
 def get_protocol(name: str | None, judge: str) -> Protocol:
