@@ -7,6 +7,7 @@ Summaries and reports read this file only, so they can be rebuilt from any run d
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -382,6 +383,11 @@ class RunStore:
             if stop:
                 return
 
+    def has_unflushed(self) -> bool:
+        """Whether rows were queued since the last flush (a cheap check, no wait)."""
+        with self._count_lock:
+            return self._queued != self._flushed
+
     def flush(self) -> None:
         """Returns once every write queued before it is committed (no-op without write-behind)."""
         if self._writer is not None and self._writer.is_alive():
@@ -489,10 +495,36 @@ class RunStore:
         return dict(rows)
 
 
+class _StoreFirstSaver(AsyncSqliteSaver):
+    """A checkpointer that commits the run store's queued rows before each checkpoint write.
+
+    With a write-behind store, a node's records and calls could still be queued when LangGraph commits
+    the checkpoint that marks the node done; a kill -9 between the two then left a resumed run skipping
+    the node with its records lost. Flushing first keeps the order: records, then the checkpoint.
+    """
+
+    store: RunStore | None = None
+
+    async def _store_first(self) -> None:
+        if self.store is not None and self.store.has_unflushed():
+            await asyncio.to_thread(self.store.flush)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await self._store_first()
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await self._store_first()
+        await super().aput_writes(config, writes, task_id, task_path)
+
+
 @asynccontextmanager
-async def sqlite_checkpointer(run_dir: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+async def sqlite_checkpointer(
+    run_dir: str | Path, store: RunStore | None = None
+) -> AsyncIterator[AsyncSqliteSaver]:
     """The run directory's LangGraph checkpointer (``checkpoints.sqlite``), refused in one line when the file
-    is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``)."""
+    is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``).
+    With ``store``, its queued rows are committed before each checkpoint write (:class:`_StoreFirstSaver`)."""
     path = Path(run_dir) / CHECKPOINTS_FILE
     if path.is_file() and path.stat().st_size > 0:
         try:
@@ -509,5 +541,6 @@ async def sqlite_checkpointer(run_dir: str | Path) -> AsyncIterator[AsyncSqliteS
                 f"{path}: the checkpoint store is unreadable ({problem[:120]}); delete it and run again — "
                 f"finished items stay in {STORE_FILE} and unfinished ones restart from their cached calls"
             )
-    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+    async with _StoreFirstSaver.from_conn_string(str(path)) as saver:
+        saver.store = store
         yield saver

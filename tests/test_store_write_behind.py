@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from personagraph import store as store_module
-from personagraph.store import CallRow, RunStore
+from personagraph.store import CallRow, RunStore, sqlite_checkpointer
 
 
 @pytest.fixture
@@ -71,3 +72,21 @@ def test_reads_see_every_queued_row_and_close_commits_the_rest(run_dir: Path, co
     store.put("answer", "a2", {"text": "two"}, unit="p")
     store.close()
     assert _committed(run_dir) == 2
+
+
+async def test_a_checkpoint_is_written_only_after_the_rows_before_it(run_dir: Path) -> None:
+    # A node's records must be committed before the checkpoint that marks the node done: a kill -9
+    # between the two would otherwise resume past the node with its records gone.
+    store = RunStore(run_dir, write_behind=True)
+    try:
+        store.put("answer", "a1", {"text": "howdy"})
+        assert _committed(run_dir) == 0  # still waiting for its batch
+        async with sqlite_checkpointer(run_dir, store) as saver:
+            config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1"}}
+            await saver.aput_writes(config, [("answers", ["a1"])], task_id="task-1")
+            assert _committed(run_dir) == 1
+            store.put("answer", "a2", {"text": "partner"})
+            await saver.aput(config, empty_checkpoint(), {}, {})
+            assert _committed(run_dir) == 2
+    finally:
+        store.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -46,7 +46,7 @@ def _parse(data: object, where: str, version: str) -> Rubric:
     return rubric
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_rubric(key: str) -> Rubric:
     """Loads a packaged rubric by key (e.g. ``expected_action``)."""
     path = f"judges/rubrics/{key}.yaml"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter
 from personagraph.models.openai_http import close_sessions
@@ -25,7 +24,7 @@ class LocalExecutor:
         context = build_context(config, job.settings, store, meter, job.agents, job.on_item, job.plugins)
         gate = asyncio.Semaphore(config.concurrency)
         try:
-            async with sqlite_checkpointer(job.run_dir) as saver:
+            async with sqlite_checkpointer(job.run_dir, store) as saver:
                 graph = build_graph().compile(checkpointer=saver)
 
                 async def one(persona: Persona) -> None:
