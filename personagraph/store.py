@@ -363,7 +363,7 @@ class RunStore:
                 except queue.Empty:
                     break
             stop = None in batch
-            waiters = [b for b in batch if isinstance(b, threading.Event)]
+            waiters = [b for b in batch if isinstance(b, threading.Event | _LoopWaiter)]
             rows = [b for b in batch if isinstance(b, tuple)]
             if rows and self._write_error is None:
                 try:
@@ -383,10 +383,23 @@ class RunStore:
             if stop:
                 return
 
-    def has_unflushed(self) -> bool:
-        """Whether rows were queued since the last flush (a cheap check, no wait)."""
-        with self._count_lock:
-            return self._queued != self._flushed
+    async def aflush(self) -> None:
+        """:meth:`flush` for a coroutine: awaits the commit without blocking the event loop or taking a
+        worker thread (the writer thread resolves a future on the loop)."""
+        if self._writer is not None and self._writer.is_alive():
+            loop = asyncio.get_running_loop()
+            with self._count_lock:
+                queued = self._queued
+                if queued == self._flushed:
+                    self._raise_write_error()
+                    return
+                done = _LoopWaiter(loop, loop.create_future())
+                self._queue.put(done)
+            self._hurry.set()
+            await done.future
+            with self._count_lock:
+                self._flushed = max(self._flushed, queued)
+        self._raise_write_error()
 
     def flush(self) -> None:
         """Returns once every write queued before it is committed (no-op without write-behind)."""
@@ -495,6 +508,24 @@ class RunStore:
         return dict(rows)
 
 
+@dataclass(frozen=True)
+class _LoopWaiter:
+    """A flush waiter that wakes a coroutine: the writer thread calls :meth:`set` as on a threading.Event."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+    def set(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._resolve)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _resolve(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
 class _StoreFirstSaver(AsyncSqliteSaver):
     """A checkpointer that commits the run store's queued rows before each checkpoint write.
 
@@ -506,8 +537,8 @@ class _StoreFirstSaver(AsyncSqliteSaver):
     store: RunStore | None = None
 
     async def _store_first(self) -> None:
-        if self.store is not None and self.store.has_unflushed():
-            await asyncio.to_thread(self.store.flush)
+        if self.store is not None:
+            await self.store.aflush()
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         await self._store_first()

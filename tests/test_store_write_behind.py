@@ -90,3 +90,14 @@ async def test_a_checkpoint_is_written_only_after_the_rows_before_it(run_dir: Pa
             assert _committed(run_dir) == 2
     finally:
         store.close()
+
+
+async def test_aflush_commits_without_a_worker_thread(run_dir: Path) -> None:
+    store = RunStore(run_dir, write_behind=True)
+    try:
+        store.put("answer", "a1", {"text": "howdy"})
+        await store.aflush()
+        assert _committed(run_dir) == 1
+        await store.aflush()  # nothing queued since: returns at once
+    finally:
+        store.close()
