@@ -16,17 +16,19 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
 from personagraph.records import meta_problem, record_problem
+
+W = TypeVar("W", threading.Event, "_LoopWaiter")  # a flush waiter the writer thread sets
 
 STORE_FILE = "run.sqlite"
 CHECKPOINTS_FILE = "checkpoints.sqlite"  # LangGraph's checkpoints of the run's graphs (sessions, persona units)
@@ -386,36 +388,40 @@ class RunStore:
     async def aflush(self) -> None:
         """:meth:`flush` for a coroutine: awaits the commit without blocking the event loop or taking a
         worker thread (the writer thread resolves a future on the loop)."""
-        if self._writer is not None and self._writer.is_alive():
-            loop = asyncio.get_running_loop()
-            with self._count_lock:
-                queued = self._queued
-                if queued == self._flushed:
-                    self._raise_write_error()
-                    return
-                done = _LoopWaiter(loop, loop.create_future())
-                self._queue.put(done)
-            self._hurry.set()
-            await done.future
-            with self._count_lock:
-                self._flushed = max(self._flushed, queued)
+        loop = asyncio.get_running_loop()
+        queued = self._queue_waiter(lambda: _LoopWaiter(loop, loop.create_future()))
+        if queued is not None:
+            waiter, count = queued
+            await waiter.future
+            self._flushed_up_to(count)
         self._raise_write_error()
 
     def flush(self) -> None:
         """Returns once every write queued before it is committed (no-op without write-behind)."""
-        if self._writer is not None and self._writer.is_alive():
-            with self._count_lock:
-                queued = self._queued
-                if queued == self._flushed:  # nothing queued since the last flush: nothing to wait for
-                    self._raise_write_error()
-                    return
-                done = threading.Event()
-                self._queue.put(done)
-            self._hurry.set()
-            done.wait()
-            with self._count_lock:
-                self._flushed = max(self._flushed, queued)
+        queued = self._queue_waiter(threading.Event)
+        if queued is not None:
+            waiter, count = queued
+            waiter.wait()
+            self._flushed_up_to(count)
         self._raise_write_error()
+
+    def _queue_waiter(self, make: Callable[[], W]) -> tuple[W, int] | None:
+        """Queues a waiter the writer sets once the rows before it are committed, with the count of rows
+        queued so far; None when there is no writer or nothing was queued since the last flush."""
+        if self._writer is None or not self._writer.is_alive():
+            return None
+        with self._count_lock:
+            if self._queued == self._flushed:
+                return None
+            waiter = make()
+            self._queue.put(waiter)
+            count = self._queued
+        self._hurry.set()
+        return waiter, count
+
+    def _flushed_up_to(self, count: int) -> None:
+        with self._count_lock:
+            self._flushed = max(self._flushed, count)
 
     def _raise_write_error(self) -> None:
         if self._write_error is not None:
