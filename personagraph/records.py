@@ -59,6 +59,7 @@ class UnitRecord(_Record):
     persona_id: str
     fingerprint: str
     attempts: int
+    records: dict[str, list[str]] = Field(default_factory=dict)  # what the unit held when it ended, by kind
 
 
 # --- sessions (judges/session.py: session_record) ------------------------------------------------------

@@ -27,7 +27,7 @@ from personagraph.resources import data_hash
 from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
-from personagraph.runs.executors.base import UNIT_DONE, UNIT_FAILED, unit_failures, unit_id
+from personagraph.runs.executors.base import unit_outcome
 from personagraph.runs.plugins import Plugins, is_plugin_path, load_plugins
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 from personagraph.store import RunStore
@@ -231,9 +231,7 @@ def _failures_to_retry(store: RunStore, config: EvalConfig) -> list[FailedItem]:
     """The failed items this run will retry: those of units that ended with failures (if retrying)."""
     if not config.retry_failed:
         return []
-    return [f for p in config.personas
-            if store.get(UNIT_FAILED, unit_id(p, config)) and not store.get(UNIT_DONE, unit_id(p, config))
-            for f in unit_failures(store, p, config)]
+    return [f for p in config.personas if (o := unit_outcome(store, p, config)).end is not None for f in o.failures]
 
 
 def _shortfalls(store: RunStore, persona_ids: set[str]) -> list[dict[str, Any]]:
@@ -252,8 +250,9 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     """The scores of a run, computed from its store (optionally restricted to one config's work).
 
     Outcome: ``failures`` lists every failed item of the config's personas (stage, item, model, reason);
-    ``incomplete`` counts the persona units that did not run to the end (an interrupted run);
-    ``personas_finished`` those whose every item finished.
+    ``incomplete`` counts the persona units that did not run to the end (an interrupted run) and the
+    records that ended units held but the store lacks now (deleted by hand: the next run redoes them);
+    ``personas_finished`` the units whose every item finished and is still there.
     """
     if config is None:
         config = EvalConfig.model_validate(store.get_meta("config"))
@@ -271,16 +270,15 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     )
     selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
-    done = [store.get(UNIT_DONE, unit_id(p, config)) is not None for p in config.personas]
-    ended = [d or store.get(UNIT_FAILED, unit_id(p, config)) is not None for p, d in zip(config.personas, done, strict=True)]
+    outcomes = [unit_outcome(store, p, config) for p in config.personas]
     return EvalSummary(
         **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
                            tasks=tasks, score_kind=config.score_kind),
         personas=len(config.personas),
-        personas_finished=sum(done),
+        personas_finished=sum(o.done for o in outcomes),
         environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),
         shortfalls=_shortfalls(store, persona_ids),
-        failures=[f for p in config.personas for f in unit_failures(store, p, config)],
-        incomplete=len(ended) - sum(ended),
+        failures=[f for o in outcomes for f in o.failures],
+        incomplete=sum(o.end is None for o in outcomes) + sum(len(o.missing) for o in outcomes),
         tokens=store.call_stats(),
     )

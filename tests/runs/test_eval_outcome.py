@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from bench.fake_openai import start_in_thread
 from personagraph.models import ModelSettings
@@ -15,6 +18,7 @@ from personagraph.report.html import build_report
 from personagraph.report.load import load_run
 from personagraph.runs.base import EXIT_INCOMPLETE, ProgressEvent
 from personagraph.runs.eval import EvalConfig
+from personagraph.runs.eval import build_summary
 from personagraph.runs.eval import run as run_eval
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
@@ -140,3 +144,46 @@ async def test_twenty_questions_per_task_or_a_recorded_shortfall(run_dir: Path) 
     assert sum(b["extra_calls"] for b in store.records("question_batch")) > 0  # the test generator lists 1..n
     total = len(store.records("question"))
     assert total >= 0.9 * 100 and summary.roles["question_gen"]["calls"] <= 5 * 4  # bounded top-ups
+
+
+DELETED = [  # (record kind, which row): a user deletes one row of a finished unit
+    ("selection", "rowid=(SELECT min(rowid) FROM records WHERE kind='selection')"),
+    ("question_batch", "rowid=(SELECT min(rowid) FROM records WHERE kind='question_batch')"),
+    ("question", "rowid=(SELECT max(rowid) FROM records WHERE kind='question')"),
+    ("exemplars", "rowid=(SELECT min(rowid) FROM records WHERE kind='exemplars')"),
+    ("answer", "rowid=(SELECT min(rowid) FROM records WHERE kind='answer')"),
+    ("verdict", "rowid=(SELECT max(rowid) FROM records WHERE kind='verdict')"),
+    ("item_score", "rowid=(SELECT min(rowid) FROM records WHERE kind='item_score')"),
+]
+
+
+def _records(run_dir: Path) -> list[tuple[str, str, str]]:
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        return sorted(db.execute("SELECT kind, id, data FROM records WHERE kind NOT LIKE 'unit_%'"))
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("kind, where", DELETED, ids=[kind for kind, _ in DELETED])
+async def test_a_deleted_record_of_a_finished_unit_is_incomplete_and_redone_from_the_cache(
+    run_dir: Path, kind: str, where: str
+) -> None:
+    config = _config(personas=[COWBOY], models=["test:agent"], judges=["test:judge"], generator="test:gen")
+    first = await run_eval(config, run_dir)
+    assert first.exit_code == 0 and first.personas_finished == 1
+    rows = _records(run_dir)
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    deleted = db.execute(f"SELECT id FROM records WHERE kind=? AND {where}", (kind,)).fetchone()
+    db.execute(f"DELETE FROM records WHERE kind=? AND {where}", (kind,))
+    db.commit()
+    db.close()
+    store = RunStore(run_dir, readonly=True)  # the report's view: the hole is counted, not dropped
+    seen = build_summary(store, config)
+    store.close()
+    assert seen.incomplete == 1 and seen.personas_finished == 0 and seen.exit_code == EXIT_INCOMPLETE, deleted
+    again = await run_eval(config, run_dir)
+    assert again.incomplete == 0 and again.exit_code == 0 and again.personas_finished == 1
+    assert again.llm_calls == 0 and again.cache_hits > 0  # the redo repeats no successful call
+    assert _records(run_dir) == rows  # the same row is back (same data), every other one unchanged
+    assert again.models == first.models

@@ -126,39 +126,115 @@ def _reason(record: dict[str, Any]) -> str | None:
     return record.get("error")  # FailedItem makes it one scrubbed line ("failed" when there is none)
 
 
-def unit_failures(store: Any, persona: Persona, config: EvalConfig) -> list[FailedItem]:
-    """The failed items of one persona unit, from its records (a retried item's row is replaced, so a
-    recovered item is no longer listed): selection, question batches, exemplars, answers, verdicts."""
-    pid = persona.id
-    generator = config.generator or config.judges[0]
-    failed = [FailedItem(stage=e.get("stage", "executor"), item=pid, reason=_reason(e))
-              for e in store.records("error", unit=pid)]
-    if config.benchmark is None:
-        selection = store.get("selection", pid)
-        if selection is not None and selection["status"] != "ok":
-            failed.append(FailedItem(stage="select", item=pid, model=generator, reason=_reason(selection)))
+UNIT_RECORDS = {  # the record kinds a persona unit writes → the field that names a row of it within the unit
+    "selection": "persona_id", QUESTION_BATCH: "task", "question": "id", "exemplars": "question_id",
+    "answer": "id", "verdict": "id", "item_score": "answer_id", "persona_done": "persona_id",
+}
+
+
+@dataclass(frozen=True)
+class UnitRecords:
+    """The records of one persona unit, as the store holds them now: ``present`` names every row of each
+    kind in :data:`UNIT_RECORDS`; ``rows`` are those of one config (other configs' answers and verdicts,
+    and a benchmark config's selection, left out): what its failures, inventory and summary come from."""
+
+    persona_id: str
+    present: dict[str, set[str]]
+    rows: dict[str, list[dict[str, Any]]]
+
+    @classmethod
+    def read(cls, store: Any, persona: Persona, config: EvalConfig) -> UnitRecords:
+        pid = persona.id
+        stored = {kind: store.records(kind, unit=pid) for kind in UNIT_RECORDS}
+        questions = {q["id"] for q in stored["question"]}
+        answers = [a for a in stored["answer"] if a["question_id"] in questions and a["model"] in config.models]
+        answer_ids = {a["id"] for a in answers}
+        rows = stored | {
+            "exemplars": [e for e in stored["exemplars"] if e["question_id"] in questions],
+            "answer": answers,
+            "verdict": [v for v in stored["verdict"] if v["answer_id"] in answer_ids and v["judge"] in config.judges],
+            "item_score": [s for s in stored["item_score"] if s["answer_id"] in answer_ids],
+        }
+        if config.benchmark is not None:
+            rows |= {"selection": [], QUESTION_BATCH: []}
+        present = {kind: {r[UNIT_RECORDS[kind]] for r in found} for kind, found in stored.items()}
+        return cls(pid, present, rows)
+
+    def inventory(self) -> dict[str, list[str]]:
+        """The config's rows by kind, by name: kept with the unit's end record, so that a later read that
+        lacks one of them knows a record was lost (deleted by hand, say)."""
+        return {kind: sorted(r[UNIT_RECORDS[kind]] for r in rows) for kind, rows in self.rows.items()}
+
+    def missing(self, inventory: dict[str, list[str]]) -> list[str]:
+        """The records of an ``inventory`` that the store lacks now ("kind name" each)."""
+        return [f"{kind} {name}" for kind, names in inventory.items()
+                for name in sorted(set(names) - self.present.get(kind, set()))]
+
+    def failures(self, store: Any, config: EvalConfig) -> list[FailedItem]:
+        """The failed items (a retried item's row is replaced, so a recovered item is no longer listed):
+        executor errors, selection, question batches, exemplars, answers, verdicts."""
+        pid = self.persona_id
+        generator = config.generator or config.judges[0]
+        rows = self.rows
+        failed = [FailedItem(stage=e.get("stage", "executor"), item=pid, reason=_reason(e))
+                  for e in store.records("error", unit=pid)]
+        failed += [FailedItem(stage="select", item=pid, model=generator, reason=_reason(s))
+                   for s in rows["selection"] if s["status"] != "ok"]
         failed += [FailedItem(stage="questions", item=f"{pid}/{b['task']}", model=generator, reason=_reason(b))
-                   for b in store.records(QUESTION_BATCH, unit=pid) if b["status"] != "ok"]
-    questions = {q["id"] for q in store.records("question", unit=pid)}
-    failed += [FailedItem(stage="exemplars", item=e["question_id"], model=generator, reason=_reason(e))
-               for e in store.records("exemplars", unit=pid) if e["question_id"] in questions and e["status"] != "ok"]
-    answers = [a for a in store.records("answer", unit=pid)
-               if a["question_id"] in questions and a["model"] in config.models]
-    failed += [FailedItem(stage="answers", item=a["id"], model=a["model"], reason=_reason(a))
-               for a in answers if a["status"] != "ok"]
-    answer_ids = {a["id"] for a in answers}
-    failed += [FailedItem(stage="verdicts", item=v["id"], model=v["judge"], reason=_reason(v))
-               for v in store.records("verdict", unit=pid)
-               if v["answer_id"] in answer_ids and v["judge"] in config.judges and v["status"] != "ok"]
-    return failed
+                   for b in rows[QUESTION_BATCH] if b["status"] != "ok"]
+        failed += [FailedItem(stage="exemplars", item=e["question_id"], model=generator, reason=_reason(e))
+                   for e in rows["exemplars"] if e["status"] != "ok"]
+        failed += [FailedItem(stage="answers", item=a["id"], model=a["model"], reason=_reason(a))
+                   for a in rows["answer"] if a["status"] != "ok"]
+        failed += [FailedItem(stage="verdicts", item=v["id"], model=v["judge"], reason=_reason(v))
+                   for v in rows["verdict"] if v["status"] != "ok"]
+        return failed
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    """Where one persona unit of one config stands: how its last run ended (``end``: ``UNIT_DONE`` or
+    ``UNIT_FAILED`` with its record; None: never ended, e.g. interrupted), its failed items, and the records
+    it held when it ended that the store lacks now (``missing``: "kind name" each)."""
+
+    end: tuple[str, dict[str, Any]] | None
+    failures: list[FailedItem]
+    missing: list[str]
+
+    @property
+    def done(self) -> bool:
+        """Ended with every item done, and every one of its records still there."""
+        return self.end is not None and self.end[0] == UNIT_DONE and not self.failures and not self.missing
+
+    @property
+    def attempts(self) -> int:
+        return self.end[1]["attempts"] if self.end else 0
+
+    def to_run(self, retry_failed: bool) -> bool:
+        """Whether the unit has work: never ended; ended with failed items that are to be retried; or ended,
+        and records it held are missing now (redone from the response cache: no successful call is sent
+        again). A kept failed unit (``retry_failed=False``) is not run even for missing records: its failed
+        calls would be sent again."""
+        if self.end is None:
+            return True
+        if self.failures and not retry_failed:
+            return False
+        return bool(self.missing or self.failures)
+
+
+def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
+    """Reads where a unit stands (see :class:`UnitOutcome`); its last end is the one with more attempts."""
+    uid = unit_id(persona, config)
+    ends = [(kind, record) for kind in (UNIT_DONE, UNIT_FAILED) if (record := store.get(kind, uid)) is not None]
+    end = max(ends, key=lambda e: e[1]["attempts"], default=None)
+    rows = UnitRecords.read(store, persona, config)
+    missing = rows.missing(end[1].get("records", {})) if end else []
+    return UnitOutcome(end, rows.failures(store, config), missing)
 
 
 def unit_to_run(store: Any, persona: Persona, config: EvalConfig) -> bool:
-    """Whether a unit has work: never finished, or finished with failed items that are to be retried."""
-    uid = unit_id(persona, config)
-    if store.get(UNIT_DONE, uid) is not None:
-        return False
-    return config.retry_failed or store.get(UNIT_FAILED, uid) is None
+    """Whether a unit has work (see :meth:`UnitOutcome.to_run`)."""
+    return unit_outcome(store, persona, config).to_run(config.retry_failed)
 
 
 async def run_unit(
@@ -169,13 +245,14 @@ async def run_unit(
 
     A unit whose graph ended with failed items is not done: it is recorded as ``unit_failed``, and the
     next run (``config.retry_failed``) runs its graph again on a fresh checkpoint thread — the response
-    cache answers every call that succeeded, so only the failed (and never-made) calls are sent.
+    cache answers every call that succeeded, so only the failed (and never-made) calls are sent. The same
+    goes for a unit that lost records it held when it ended (its end record keeps their inventory).
     """
     uid = unit_id(persona, config)
-    if not unit_to_run(context.store, persona, config):
+    outcome = unit_outcome(context.store, persona, config)
+    if not outcome.to_run(config.retry_failed):
         return
-    previous = context.store.get(UNIT_FAILED, uid)
-    attempt = previous["attempts"] if previous else 0
+    attempt = outcome.attempts
     if checkpointed:
         thread = {"configurable": {"thread_id": uid if attempt == 0 else f"{uid}-retry{attempt}"}}
         snapshot = await graph.aget_state(thread)
@@ -186,8 +263,10 @@ async def run_unit(
             await graph.ainvoke(state, thread, context=context, durability="exit")
     else:
         await graph.ainvoke(initial_state(persona, config), context=context)
-    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempt + 1}
-    failed = unit_failures(context.store, persona, config)
+    rows = UnitRecords.read(context.store, persona, config)
+    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempt + 1,
+              "records": rows.inventory()}
+    failed = rows.failures(context.store, config)
     if failed:
         context.store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)
     else:
