@@ -339,10 +339,11 @@ class Run:
     def finish(self, summary: S, *, write: bool = True) -> S:
         """Fills the numbers every summary has (calls, wall time, retried and recovered items) and writes it
         to :attr:`summary_file` (``write=False``: the kind writes its own file, e.g. one that gathers
-        several units)."""
+        several units). Retried and recovered items are added to those a part of the run with its own
+        :class:`Run` already counted there (eval's judge check)."""
         still = {f.key for f in summary.failures}
-        summary.retried = len(self._retrying)
-        summary.recovered = len(self._retrying - still)
+        summary.retried += len(self._retrying)
+        summary.recovered += len(self._retrying - still)
         summary.kind = self.kind
         summary.run_dir = str(self.run_dir)
         summary.llm_calls = self.meter.total_calls

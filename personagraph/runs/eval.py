@@ -221,17 +221,28 @@ async def run(
             found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
                                           on_progress=on_progress)
             summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]
+            _add_outcome(summary, found, "judge-check")
         return run.finish(summary)
 
 
 run_sync = synchronous(run)
 
 
+def _add_outcome(summary: Summary, part: Summary, name: str) -> None:
+    """Counts a part of the run (its judge check) in the run's own outcome: its failed items (stage
+    ``name:stage``), incomplete, retried and recovered items, so the exit code covers both."""
+    summary.failures += [f.model_copy(update={"stage": f"{name}:{f.stage}"}) for f in part.failures]
+    summary.incomplete += part.incomplete
+    summary.retried += part.retried
+    summary.recovered += part.recovered
+
+
 def _failures_to_retry(store: RunStore, config: EvalConfig) -> list[FailedItem]:
     """The failed items this run will retry: those of units that ended with failures (if retrying)."""
     if not config.retry_failed:
         return []
-    return [f for p in config.personas if (o := unit_outcome(store, p, config)).end is not None for f in o.failures]
+    outcomes = [unit_outcome(store, p, config) for p in config.personas]
+    return [f for o in outcomes if o.end is not None for f in o.failures]
 
 
 def _shortfalls(store: RunStore, persona_ids: set[str]) -> list[dict[str, Any]]:

@@ -17,8 +17,7 @@ from personagraph.models import ModelSettings
 from personagraph.report.html import build_report
 from personagraph.report.load import load_run
 from personagraph.runs.base import EXIT_INCOMPLETE, ProgressEvent
-from personagraph.runs.eval import EvalConfig
-from personagraph.runs.eval import build_summary
+from personagraph.runs.eval import EvalConfig, build_summary
 from personagraph.runs.eval import run as run_eval
 from personagraph.schemas import Persona
 from personagraph.store import RunStore

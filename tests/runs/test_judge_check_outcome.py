@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from pathlib import Path
 
-from personagraph import ajudge_check
+from personagraph import aevaluate, ajudge_check
+from personagraph.runs.base import EXIT_INCOMPLETE
+from personagraph.runs.eval import EvalSummary
 from personagraph.runs.judge_check import JudgeCheckSummary
-from tests.runs.switch import assert_kept_then_recovered, switch_model
+from tests.runs.switch import assert_kept_then_recovered, assert_sent_only_failed_calls, switch_model
 from tests.runs.test_judge_check import write_items
 
 
@@ -25,3 +27,34 @@ async def test_failed_variants_and_verdicts_are_listed_then_retried(tmp_path: Pa
     assert all(f.model == model.spec and "is down" in f.reason for f in first.failures)
     # the recovered variants are judged now: verdicts never asked before, besides the failed ones
     await assert_kept_then_recovered(first, again, [model], never_made=(model,))
+
+
+async def test_eval_judge_check_failures_are_the_evals_own_and_retried(tmp_path: Path) -> None:
+    """eval --judge-check: the check's failed items are in the eval's failures and exit code (the same
+    command exits 3 with them), --no-retry-failed keeps them, and the next run of the same eval retries and
+    recovers them, sending no successful call twice."""
+    rewrites = "plain, neutral language"  # only the judge check's generic-rewrite prompt says this
+    model = switch_model("ejc-switch", down=lambda text: rewrites in text)
+
+    def again(retry_failed: bool) -> Awaitable[EvalSummary]:
+        return aevaluate("A 70-year-old retired cowboy from Texas", models=["test:agent"],
+                         judges=["test:judge"], generator=model.spec, environments=1, questions_per_task=1,
+                         judge_check=1, run_dir=tmp_path / "eval", retry_failed=retry_failed)
+
+    def check(summary: EvalSummary) -> dict:
+        return summary.model_dump(mode="json")["judge_check"]
+
+    first = await again(True)
+    assert first.exit_code == EXIT_INCOMPLETE and first.personas_finished == 1
+    assert first.failures and {f.stage for f in first.failures} == {"judge-check:variants"}
+    assert len(first.failures) == len(check(first)["failures"])
+    assert first.outcome_line().startswith(f"{len(first.failures)} failed items")
+    kept = await again(False)
+    assert kept.failures == first.failures and kept.retried == 0 and check(kept)["llm_calls"] == 0
+    answered = model.up()
+    second = await again(True)
+    assert second.exit_code == 0 and second.failures == [] and check(second)["failures"] == []
+    assert second.retried == second.recovered == len(first.failures)
+    assert_sent_only_failed_calls(model, answered, check(second)["llm_calls"], never_made=True)
+    third = await again(True)
+    assert third.exit_code == 0 and third.retried == 0 and third.llm_calls == check(third)["llm_calls"] == 0

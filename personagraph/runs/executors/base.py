@@ -147,12 +147,14 @@ class UnitRecords:
         pid = persona.id
         stored = {kind: store.records(kind, unit=pid) for kind in UNIT_RECORDS}
         questions = {q["id"] for q in stored["question"]}
-        answers = [a for a in stored["answer"] if a["question_id"] in questions and a["model"] in config.models]
+        answers = [a for a in stored["answer"]
+                   if a["question_id"] in questions and a["model"] in config.models]
         answer_ids = {a["id"] for a in answers}
         rows = stored | {
             "exemplars": [e for e in stored["exemplars"] if e["question_id"] in questions],
             "answer": answers,
-            "verdict": [v for v in stored["verdict"] if v["answer_id"] in answer_ids and v["judge"] in config.judges],
+            "verdict": [v for v in stored["verdict"]
+                        if v["answer_id"] in answer_ids and v["judge"] in config.judges],
             "item_score": [s for s in stored["item_score"] if s["answer_id"] in answer_ids],
         }
         if config.benchmark is not None:
@@ -180,7 +182,8 @@ class UnitRecords:
                   for e in store.records("error", unit=pid)]
         failed += [FailedItem(stage="select", item=pid, model=generator, reason=_reason(s))
                    for s in rows["selection"] if s["status"] != "ok"]
-        failed += [FailedItem(stage="questions", item=f"{pid}/{b['task']}", model=generator, reason=_reason(b))
+        failed += [FailedItem(stage="questions", item=f"{pid}/{b['task']}", model=generator,
+                              reason=_reason(b))
                    for b in rows[QUESTION_BATCH] if b["status"] != "ok"]
         failed += [FailedItem(stage="exemplars", item=e["question_id"], model=generator, reason=_reason(e))
                    for e in rows["exemplars"] if e["status"] != "ok"]
@@ -225,7 +228,8 @@ class UnitOutcome:
 def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
     """Reads where a unit stands (see :class:`UnitOutcome`); its last end is the one with more attempts."""
     uid = unit_id(persona, config)
-    ends = [(kind, record) for kind in (UNIT_DONE, UNIT_FAILED) if (record := store.get(kind, uid)) is not None]
+    ends = [(kind, record) for kind in (UNIT_DONE, UNIT_FAILED)
+            if (record := store.get(kind, uid)) is not None]
     end = max(ends, key=lambda e: e[1]["attempts"], default=None)
     rows = UnitRecords.read(store, persona, config)
     missing = rows.missing(end[1].get("records", {})) if end else []
