@@ -87,7 +87,7 @@ def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server):
     assert len(final["environments"]) == 2
     assert len(final["questions"]) == 5  # one per task
     assert len(final["verdicts"]) == 5 and all(v["status"] == "ok" for v in final["verdicts"])
-    assert steps[0] == "start" and "judge" in steps and steps[-1] == "aggregate"
+    assert steps[0] == "start" and "evaluate_question" in steps and steps[-1] == "aggregate"
 
 
 def test_the_dev_server_runs_the_session_graph_to_the_end(server):

@@ -1,13 +1,21 @@
 """PersonaGym evaluation of one persona as a LangGraph StateGraph.
 
-start (names the persona) → select environments → questions (one branch per task) → answers (per
-question × agent) ‖ exemplars (per question) → verdicts (one call per answer × judge) → aggregate. Every
-finished item is written to the run store by the node that made it; the graph state carries the same
-items for the next step.
+start (names the persona) → select environments → questions (one branch per task) → one branch per
+question: its exemplars ‖ every agent's answer, each answer judged as soon as it and the exemplars are in
+→ aggregate. Every finished item is written to the run store by the node that made it; the graph state
+carries the same items for the next step.
+
+Why a question is one node and not three stages (answers ‖ exemplars, then verdicts): LangGraph runs
+supersteps, so a stage barrier made every verdict wait for the slowest exemplar of the persona (the
+embedded quick run: the first exemplar was ready at 127 s, verdicts began at 193 s). Inside one node a
+question's calls still run concurrently and the model layer's cache still makes a resumed node repeat no
+finished call; the graph keeps its four dependent round trips (select → questions → answers ‖ exemplars
+→ verdicts).
 """
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +32,7 @@ from personagraph.graphs import live_context
 from personagraph.judges.judge import judge_answer, write_exemplars
 from personagraph.judges.scoring import score_items
 from personagraph.models import ModelClient
-from personagraph.schemas import Answer, Exemplars, Persona, Question, Verdict, short_id
+from personagraph.schemas import Answer, Environment, Exemplars, Persona, Question, Task, Verdict, short_id
 from personagraph.store import RunStore
 
 QUESTION_BATCH = "question_batch"
@@ -64,7 +72,7 @@ def _ctx(runtime: Runtime[EvalContext]) -> EvalContext:
     return live_context(runtime, EvalContext)
 
 
-def _task(name: str):  # noqa: ANN202 - a schemas.Task
+def _task(name: str) -> Task:
     task = task_by_name(name)
     assert task is not None, name
     return task
@@ -114,8 +122,6 @@ async def load_benchmark(state: EvalState, runtime: Runtime[EvalContext]) -> dic
 
 async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
     ctx = _ctx(runtime)
-    from personagraph.schemas import Environment
-
     task = _task(payload["task"])
     environments = [Environment.model_validate(e) for e in payload["environments"]]
     batch = await generate_questions(ctx.question_gen, payload["persona"], task, environments, ctx.questions_per_task)
@@ -137,36 +143,59 @@ async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalCon
     return update
 
 
-async def answer(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
+async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
+    """One question: exemplars ‖ every agent's answer; each ok answer judged by every judge once the
+    exemplars are in (a failed or empty answer is not judged: scoring counts it as the minimum)."""
     ctx = _ctx(runtime)
-    agent = next(a for a in ctx.agents if a.name == payload["agent"])
-    result = await answer_question(agent, payload["persona"], Question.model_validate(payload["question"]))
-    ctx.store.put("answer", result.id, result, unit=result.persona_id)
-    ctx.on_item("answers")
-    return {"answers": [result.model_dump()]}
-
-
-async def exemplars(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime)
+    persona = payload["persona"]
     question = Question.model_validate(payload["question"])
-    result = await write_exemplars(ctx.exemplar_gen, payload["persona"], _task(question.task), question)
+    task = _task(question.task)
+    exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question))
+    branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, exemplar_set))
+                for agent in ctx.agents]
+    try:
+        await asyncio.gather(exemplar_set, *branches)
+    except BaseException:  # an error that stops the run (or a cancellation): leave nothing running
+        for pending in (exemplar_set, *branches):
+            pending.cancel()
+        raise
+    answers = [branch.result()[0] for branch in branches]
+    verdicts = [verdict for branch in branches for verdict in branch.result()[1]]
+    return {"exemplars": [exemplar_set.result().model_dump()],
+            "answers": [a.model_dump() for a in answers],
+            "verdicts": [v.model_dump() for v in verdicts]}
+
+
+async def _exemplars(ctx: EvalContext, persona: str, task: Task, question: Question) -> Exemplars:
+    result = await write_exemplars(ctx.exemplar_gen, persona, task, question)
     ctx.store.put("exemplars", question.id, result, unit=question.persona_id)
     ctx.on_item("exemplars")
-    return {"exemplars": [result.model_dump()]}
+    return result
 
 
-async def judge(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime)
-    client = next(j for j in ctx.judges if j.name == payload["judge"])
-    question = Question.model_validate(payload["question"])
-    found = payload.get("exemplars")
-    verdict = await judge_answer(
-        client, payload["persona"], _task(question.task), question, Answer.model_validate(payload["answer"]),
-        Exemplars.model_validate(found) if found else None, ctx.judge_protocol,
-    )
+async def _answer_and_judge(
+    ctx: EvalContext, persona: str, task: Task, question: Question, agent: Agent,
+    exemplar_set: asyncio.Future[Exemplars],
+) -> tuple[Answer, list[Verdict]]:
+    answer = await answer_question(agent, persona, question)
+    ctx.store.put("answer", answer.id, answer, unit=answer.persona_id)
+    ctx.on_item("answers")
+    if answer.status != "ok":
+        return answer, []
+    found = await asyncio.shield(exemplar_set)  # shared by every agent's branch: one may not cancel it
+    verdicts = await asyncio.gather(*(_judge(ctx, client, persona, task, question, answer, found)
+                                      for client in ctx.judges))
+    return answer, list(verdicts)
+
+
+async def _judge(
+    ctx: EvalContext, client: ModelClient, persona: str, task: Task, question: Question, answer: Answer,
+    exemplar_set: Exemplars,
+) -> Verdict:
+    verdict = await judge_answer(client, persona, task, question, answer, exemplar_set, ctx.judge_protocol)
     ctx.store.put("verdict", verdict.id, verdict, unit=question.persona_id)
     ctx.on_item("verdicts")
-    return {"verdicts": [verdict.model_dump()]}
+    return verdict
 
 
 async def aggregate(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, Any]:
@@ -197,30 +226,11 @@ async def fan_out_tasks(state: EvalState) -> list[Send] | str:
     ]
 
 
-async def fan_out_answers(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
+async def fan_out_questions(state: EvalState) -> list[Send] | str:
     questions = state.get("questions", [])
     if not questions:
         return "aggregate"
-    sends = [Send("exemplars", {"persona": state["persona"], "question": q}) for q in questions]
-    sends += [
-        Send("answer", {"persona": state["persona"], "question": q, "agent": agent.name})
-        for q in questions
-        for agent in _ctx(runtime).agents
-    ]
-    return sends
-
-
-async def fan_out_judges(state: EvalState, runtime: Runtime[EvalContext]) -> list[Send] | str:
-    questions = {q["id"]: q for q in state.get("questions", [])}
-    exemplar_sets = {e["question_id"]: e for e in state.get("exemplars", [])}
-    sends = [
-        Send("judge", {"persona": state["persona"], "question": questions[a["question_id"]], "answer": a,
-                       "exemplars": exemplar_sets.get(a["question_id"]), "judge": j.name})
-        for a in state.get("answers", [])
-        if a["status"] == "ok"
-        for j in _ctx(runtime).judges
-    ]
-    return sends or "aggregate"
+    return [Send("evaluate_question", {"persona": state["persona"], "question": q}) for q in questions]
 
 
 async def _join(state: EvalState) -> dict[str, Any]:
@@ -239,10 +249,7 @@ def build_graph(context_schema: type = EvalContext) -> StateGraph:
     graph.add_node("load_benchmark", load_benchmark)
     graph.add_node("write_task_questions", write_task_questions)
     graph.add_node("questions_done", _join)
-    graph.add_node("answer", answer)
-    graph.add_node("exemplars", exemplars)
-    graph.add_node("answers_done", _join)
-    graph.add_node("judge", judge)
+    graph.add_node("evaluate_question", evaluate_question)
     graph.add_node("aggregate", aggregate)
 
     graph.add_edge(START, "start")
@@ -250,11 +257,8 @@ def build_graph(context_schema: type = EvalContext) -> StateGraph:
     graph.add_conditional_edges("select", fan_out_tasks, ["write_task_questions", "aggregate"])
     graph.add_edge("write_task_questions", "questions_done")
     graph.add_edge("load_benchmark", "questions_done")
-    graph.add_conditional_edges("questions_done", fan_out_answers, ["answer", "exemplars", "aggregate"])
-    graph.add_edge("answer", "answers_done")
-    graph.add_edge("exemplars", "answers_done")
-    graph.add_conditional_edges("answers_done", fan_out_judges, ["judge", "aggregate"])
-    graph.add_edge("judge", "aggregate")
+    graph.add_conditional_edges("questions_done", fan_out_questions, ["evaluate_question", "aggregate"])
+    graph.add_edge("evaluate_question", "aggregate")
     graph.add_edge("aggregate", END)
     return graph
 

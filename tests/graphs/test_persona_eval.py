@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from personagraph.errors import PersonagraphError
+from personagraph.graphs import persona_eval
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
 from personagraph.schemas import TASK_NAMES, Persona
@@ -63,6 +65,33 @@ async def test_fan_out_counts(run_dir: Path) -> None:
     assert len(selection["environments"]) >= 1 and selection["status"] == "ok"
     assert len(selection["shortlist"]) == 15
     assert {env["name"] for env in selection["environments"]} <= set(selection["shortlist"])
+
+
+async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir: Path, monkeypatch) -> None:
+    """No stage barrier: one task's exemplars wait until another question has been judged. With answers ‖
+    exemplars as one stage and verdicts as the next, that wait never ends (the wait_for times out)."""
+    judged = asyncio.Event()
+    slow_task = "Linguistic Habits"
+    real_exemplars, real_judge = persona_eval.write_exemplars, persona_eval.judge_answer
+
+    async def exemplars(client, persona, task, question):  # noqa: ANN001, ANN202
+        if task.name == slow_task:
+            await asyncio.wait_for(judged.wait(), timeout=20)
+        return await real_exemplars(client, persona, task, question)
+
+    async def judge(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
+        verdict = await real_judge(client, persona, task, *args)
+        if task.name != slow_task:
+            judged.set()
+        return verdict
+
+    monkeypatch.setattr(persona_eval, "write_exemplars", exemplars)
+    monkeypatch.setattr(persona_eval, "judge_answer", judge)
+    summary = await run_eval(config(), run_dir)
+    store = RunStore(run_dir)
+    assert summary.exit_code == 0
+    assert len(store.records("verdict")) == 2 * len(store.records("question"))  # two judges, one agent
+    assert all(e["status"] == "ok" for e in store.records("exemplars"))
 
 
 async def test_self_judging_is_refused_unless_allowed(run_dir: Path) -> None:
