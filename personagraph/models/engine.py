@@ -56,6 +56,12 @@ CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # - --no-repack: runs (the AMX/repacked buffers are never made), on every CPU variant;
 # - speed with and without repacking (AMX left out) could not be told apart at that load (pp 10-18
 #   tok/s, decode 1.1-1.5 tok/s for both), so the flag that is safe on every CPU wins.
+# Re-measured on idle cores (load 0.1-1.9, 2026-11-30; /completion, 401-token prompt, 64 tokens, 1 slot,
+# 2 threads, three runs each): the best variant without AMX (the AMX library deleted, so ggml picks
+# zen4/cooperlake/icelake) *with* repacking: prompt 92-106 tok/s, decode 10.7-12.4 tok/s; the default
+# (sapphirerapids) with --no-repack: prompt 127-138 tok/s, decode 8.9-10.1 tok/s. Repacking trades
+# prompt speed for decode speed, and the eval's embedded calls are prompt-bound (the quick run: ~10,600
+# prompt tokens against ~1,300 generated), so there is nothing to win by preferring a repacking variant.
 NO_REPACK = ("--no-repack",)
 # OpenMP threads spin while they wait at ggml's barriers; with more runnable threads than cores (the
 # two embedded models decode at the same time in `eval`, and shared machines) a spinning thread burns
