@@ -20,7 +20,8 @@ not finish: stage, item id, model, reason) and ``incomplete`` (items neither fin
 
 Retry on resume: a failed item is not finished. A run kind asks :meth:`Run.pending` for each of its items
 (or units) with the failures its stored record holds: an item without a record is done now, a failed one
-again unless the run keeps failed items (``retry_failed=False``), a finished one never. :meth:`Run.finish`
+again unless the run keeps failed items (``retry_failed=False``) or its failure is permanent (the model's
+reply is stored and unusable: :data:`STORED_REPLY_FAILURES`), a finished one never. :meth:`Run.finish`
 then says how many earlier failed items this run ``retried`` and how many of them it ``recovered``. The
 response cache answers every call that succeeded before, so a retry sends only the calls that failed.
 """
@@ -38,7 +39,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
 
 from personagraph.errors import PersonagraphError
 from personagraph.models import Meter
@@ -76,6 +77,19 @@ def make_config(cls: type[C], **fields: Any) -> C:
 
 REASON_CHARS = 300  # a failed item's reason is one line of at most this many characters
 
+STORED_REPLY_FAILURES = (
+    "invalid structured output",  # models/client.py: a reply (and its format-reminder retry) never parsed
+    "empty answer",  # agents/persona.py: the persona agent said nothing
+    "empty reply",  # graphs/session.py, graphs/memory_dialogue.py, runs/behavior.py: an ok call with no text
+    "empty message",  # agents/user_sim.py: the simulated user said nothing
+    "empty user message",
+)
+"""How the reason of a failure whose model reply is in the response cache begins. The model answered, and
+its answer was unusable: every later run gets the same stored reply, so retrying such an item cannot
+change it. It is a permanent failure (:attr:`FailedItem.permanent`): listed with its reason, never retried,
+never counted as retried (a transport failure, a timeout or a dead endpoint stores nothing, and is retried).
+"""
+
 
 class FailedItem(BaseModel):
     """One item of a run that failed: where, which, for which model, and why (one line, secrets scrubbed:
@@ -95,6 +109,13 @@ class FailedItem(BaseModel):
     def key(self) -> tuple[str, str]:
         """What names the item across runs: its stage and id."""
         return (self.stage, self.item)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def permanent(self) -> bool:
+        """Whether the failure came from a stored model reply (see :data:`STORED_REPLY_FAILURES`): a re-run
+        gets the same reply, so the item is not retried."""
+        return self.reason.startswith(STORED_REPLY_FAILURES)
 
 
 def is_failed(record: dict[str, Any]) -> bool:
@@ -147,16 +168,20 @@ class Summary(BaseModel):
         return EXIT_OK if self.complete else EXIT_INCOMPLETE
 
     def outcome_line(self) -> str | None:
-        """One line counting failed, incomplete, retried and recovered items (None when there are none)."""
+        """One line counting failed (and of those, permanent), incomplete, retried and recovered items (None
+        when there are none); it says to run the command again only when that can change something."""
         retry = f"retried: {self.retried}, recovered: {self.recovered}" if self.retried else ""
         if self.complete:
             return retry or None
+        permanent = sum(f.permanent for f in self.failures)
         parts = [f"{len(self.failures)} failed"] if self.failures else []
         parts += [f"{self.incomplete} incomplete"] if self.incomplete else []
-        return (
-            f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'}); "
-            "run the same command again to resume" + (f" ({retry})" if retry else "")
-        )
+        line = f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'})"
+        if permanent:
+            line += f"; {permanent} permanent (the model's stored reply is unusable: not retried)"
+        if permanent < len(self.failures) or self.incomplete:
+            line += "; run the same command again to resume"
+        return line + (f" ({retry})" if retry else "")
 
 
 @dataclass(frozen=True)
@@ -322,18 +347,19 @@ class Run:
     # --- retry on resume -------------------------------------------------------------------------------
     def pending(self, failures: list[FailedItem] | None) -> bool:
         """Whether this run does an item (or a unit of items) now, given the failures of its stored record:
-        ``None`` (no record yet) → yes; failed items → yes when retrying (they count as retried), else
-        they stay failed; ``[]`` (finished) → no."""
+        ``None`` (no record yet) → yes; failed items that are not permanent → yes when retrying (they count
+        as retried), else they stay failed; only permanent failures, or ``[]`` (finished) → no."""
         if failures is None:
             return True
-        if failures and self.retry_failed:
+        if self.retry_failed and any(not f.permanent for f in failures):
             self.retrying(failures)
             return True
         return False
 
     def retrying(self, failures: Iterable[FailedItem]) -> None:
-        """Counts earlier failed items that this run does again (see :meth:`pending`)."""
-        self._retrying.update(f.key for f in failures)
+        """Counts earlier failed items that this run does again (see :meth:`pending`); a permanent failure is
+        not retried, so it is not counted."""
+        self._retrying.update(f.key for f in failures if not f.permanent)
 
     # --- the end --------------------------------------------------------------------------------------
     def finish(self, summary: S, *, write: bool = True) -> S:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -21,6 +22,7 @@ from personagraph.runs.eval import EvalConfig, build_summary
 from personagraph.runs.eval import run as run_eval
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
+from tests.runs.switch import switch_model
 
 COWBOY = Persona(description="A 70-year-old retired cowboy from Texas")
 NURSE = Persona(description="A pediatric nurse from Ohio")
@@ -96,7 +98,7 @@ def test_an_unreachable_endpoint_is_not_a_success_and_recovers_on_rerun(run_dir:
     assert "1 failed items" in down.stderr and "run the same command again" in down.stderr
     summary = RunStore(run_dir, readonly=True)
     assert summary.get("selection", COWBOY.id)["status"] == "failed"
-    failures = __import__("json").loads((run_dir / "summary.json").read_text())["failures"]
+    failures = json.loads((run_dir / "summary.json").read_text())["failures"]
     assert [(f["stage"], f["model"]) for f in failures] == [("select", "openai:judge")]
     assert "ConnectError" in failures[0]["reason"] or "connect" in failures[0]["reason"].lower()
     with start_in_thread(port=port) as server:
@@ -186,3 +188,27 @@ async def test_a_deleted_record_of_a_finished_unit_is_incomplete_and_redone_from
     assert again.llm_calls == 0 and again.cache_hits > 0  # the redo repeats no successful call
     assert _records(run_dir) == rows  # the same row is back (same data), every other one unchanged
     assert again.models == first.models
+
+
+async def test_a_stored_unusable_reply_is_a_permanent_failure_and_not_retried(run_dir: Path) -> None:
+    """A verdict whose reply never parses is stored with the call: every re-run gets the same reply, so it is
+    listed as permanent and not retried; a verdict whose endpoint was down is retried and recovered."""
+    judge = switch_model("perm-judge", down=lambda text: "Linguistic" in text,
+                         answer=lambda text: "I do not write JSON." if "Toxicity" in text else None)
+    config = _config(personas=[COWBOY], models=["test:agent"], judges=[judge.spec], generator="test:gen")
+    first = await run_eval(config, run_dir)
+    permanent = [f for f in first.failures if f.permanent]
+    assert len(permanent) == 1 and permanent[0].stage == "verdicts"
+    assert permanent[0].reason.startswith("invalid structured output")
+    assert len(first.failures) == 2 and "is down" in next(f for f in first.failures if not f.permanent).reason
+    line = first.outcome_line() or ""
+    assert "; 1 permanent (the model's stored reply is unusable: not retried); run the same command again" in line
+    judge.up()
+    second = await run_eval(config, run_dir)
+    assert second.retried == second.recovered == 1  # the one that could change
+    assert second.failures == permanent and second.exit_code == EXIT_INCOMPLETE
+    assert "run the same command again" not in (second.outcome_line() or "")
+    written = json.loads((run_dir / "summary.json").read_text())["failures"]
+    assert [f["permanent"] for f in written] == [True]
+    third = await run_eval(config, run_dir)
+    assert third.llm_calls == 0 and third.retried == 0 and third.failures == permanent

@@ -58,3 +58,19 @@ async def test_eval_judge_check_failures_are_the_evals_own_and_retried(tmp_path:
     assert_sent_only_failed_calls(model, answered, check(second)["llm_calls"], never_made=True)
     third = await again(True)
     assert third.exit_code == 0 and third.retried == 0 and third.llm_calls == check(third)["llm_calls"] == 0
+
+
+async def test_a_verdict_whose_stored_reply_never_parses_is_permanent_not_retried(tmp_path: Path) -> None:
+    judge = switch_model("jc-perm", answer=lambda text: "no JSON, sorry" if "fjord" in text else None)
+    items = write_items(tmp_path / "items.jsonl")
+
+    def again() -> Awaitable[JudgeCheckSummary]:
+        return ajudge_check(items=str(items), judges=[judge.spec], generator="test:gen", n_resamples=200,
+                            run_dir=tmp_path / "check")
+
+    first = await again()
+    assert first.failures and all(f.permanent and f.stage == "verdicts" for f in first.failures)
+    second = await again()
+    assert second.llm_calls == 0 and second.retried == 0 and second.failures == first.failures
+    line = second.outcome_line() or ""
+    assert "permanent" in line and "run the same command" not in line

@@ -214,15 +214,15 @@ class UnitOutcome:
         return self.end[1]["attempts"] if self.end else 0
 
     def to_run(self, retry_failed: bool) -> bool:
-        """Whether the unit has work: never ended; ended with failed items that are to be retried; or ended,
-        and records it held are missing now (redone from the response cache: no successful call is sent
-        again). A kept failed unit (``retry_failed=False``) is not run even for missing records: its failed
-        calls would be sent again."""
+        """Whether the unit has work: never ended; ended with failed items to retry (permanent ones are not:
+        ``runs.base.STORED_REPLY_FAILURES``); or ended, and records it held are missing now (redone from the
+        response cache: no successful call is sent again). A kept failed unit (``retry_failed=False``) is
+        not run even for missing records: its failed calls would be sent again."""
         if self.end is None:
             return True
         if self.failures and not retry_failed:
             return False
-        return bool(self.missing or self.failures)
+        return bool(self.missing) or any(not f.permanent for f in self.failures)
 
 
 def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
