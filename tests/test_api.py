@@ -60,6 +60,11 @@ def test_a_name_given_twice_and_a_bad_field_are_one_line_errors(tmp_path: Path) 
         )
 
 
+def test_a_misspelt_keyword_is_an_error_not_a_default(tmp_path: Path) -> None:
+    with pytest.raises(PersonagraphError, match="^questons_per_task: no such option"):
+        evaluate("A nurse", models=["test:agent"], run_dir=tmp_path, questons_per_task=3)
+
+
 async def test_the_async_twin_resumes_with_no_calls(tmp_path: Path) -> None:
     first = await aevaluate(["A nurse"], models=["test:agent"], run_dir=tmp_path, **CONFIG)
     again = await aevaluate(["A nurse"], models=["test:agent"], run_dir=tmp_path, **CONFIG)

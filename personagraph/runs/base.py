@@ -66,7 +66,11 @@ C = TypeVar("C", bound=BaseModel)
 
 
 def make_config(cls: type[C], **fields: Any) -> C:
-    """``cls(**fields)``, with pydantic's first complaint as a one-line :class:`ConfigError`."""
+    """``cls(**fields)``, with pydantic's first complaint as a one-line :class:`ConfigError`; a name that is
+    no field of ``cls`` is one too (pydantic ignores it: ``evaluate(..., questons_per_task=3)`` would run
+    with the default)."""
+    if unknown := sorted(set(fields) - set(cls.model_fields)):
+        raise ConfigError(unknown[0], f"no such option (the options are: {', '.join(cls.model_fields)})")
     try:
         return cls(**fields)
     except ValidationError as exc:
