@@ -36,10 +36,11 @@ from personagraph.schemas import Persona
 
 
 def settings_for(
-    base_url: str | None, api_key: str | None, endpoints: Sequence[str | Endpoint] = ()
+    base_url: str | None, api_key: str | None, endpoints: Sequence[str | Endpoint] = (), **fields: Any
 ) -> ModelSettings:
-    """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``)."""
-    return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints))
+    """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``); ``fields``: other
+    :class:`~personagraph.models.ModelSettings` fields (``concurrency``)."""
+    return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints), **fields)
 
 
 async def aevaluate(
@@ -102,6 +103,7 @@ async def asimulate(
     run_dir: str | Path = "runs/simulate",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
     checkpoint_url: str | None = None,
     on_event: simulate_run.EventHook | None = None,
     **options: Any,
@@ -129,7 +131,7 @@ async def asimulate(
     return await simulate_run.run(
         config,
         run_dir,
-        settings=settings_for(base_url, api_key),
+        settings=settings_for(base_url, api_key, endpoints),
         agent=agent,
         checkpoint_url=checkpoint_url,
         on_event=on_event,
@@ -143,6 +145,7 @@ async def ameta_evaluate(
     run_dir: str | Path = "runs/meta-eval",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> meta_eval_run.MetaEvalSummary:
@@ -150,7 +153,7 @@ async def ameta_evaluate(
     :class:`~personagraph.judges.meta_eval.MetaEvalConfig` fields (``criteria``, ``rubric_files``, …)."""
     config = make_config(MetaEvalConfig, **options, items=str(items), judges=list(judges))
     return await meta_eval_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
     )
 
 
@@ -159,6 +162,7 @@ async def ajudge_check(
     run_dir: str | Path = "runs/judge-check",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> judge_check_run.JudgeCheckSummary:
@@ -166,7 +170,7 @@ async def ajudge_check(
     ``items=``); ``**options`` are :class:`~personagraph.runs.judge_check.JudgeCheckConfig` fields."""
     config = make_config(judge_check_run.JudgeCheckConfig, **options)
     return await judge_check_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
     )
 
 
@@ -177,15 +181,16 @@ async def apersobench(
     run_dir: str | Path = "runs/persobench",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
+    concurrency: int = 8,
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> persobench_run.PersoBenchSummary:
     """Generates personalized replies for a PersoBench CSV and scores them; ``**options`` are the other
     :class:`~personagraph.metrics.persobench.PersoBenchConfig` fields (``cot``, ``limit``, ``score``, …)."""
     config = make_config(PersoBenchConfig, **options, data=data, model=model)
-    return await persobench_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
-    )
+    settings = settings_for(base_url, api_key, endpoints, concurrency=concurrency)
+    return await persobench_run.run(config, run_dir, settings=settings, on_progress=on_progress)
 
 
 async def alonglamp(
@@ -195,15 +200,16 @@ async def alonglamp(
     run_dir: str | Path = "runs/longlamp",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
+    concurrency: int = 8,
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> longlamp_run.LongLaMPSummary:
     """Retrieves, generates and scores LongLaMP records; ``**options`` are the other
     :class:`~personagraph.metrics.longlamp.LongLaMPConfig` fields (``retriever``, ``k``, ``limit``, …)."""
     config = make_config(LongLaMPConfig, **options, data=data, model=model)
-    return await longlamp_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
-    )
+    settings = settings_for(base_url, api_key, endpoints, concurrency=concurrency)
+    return await longlamp_run.run(config, run_dir, settings=settings, on_progress=on_progress)
 
 
 async def abehavior_alignment(
@@ -212,6 +218,7 @@ async def abehavior_alignment(
     run_dir: str | Path = "runs/behavior",
     base_url: str | None = None,
     api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> behavior_run.BehaviorSummary:
@@ -219,7 +226,7 @@ async def abehavior_alignment(
     ``**options`` are the other :class:`~personagraph.metrics.behavior.BehaviorConfig` fields."""
     config = make_config(BehaviorConfig, **options, dialogues=dialogues)
     return await behavior_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
     )
 
 

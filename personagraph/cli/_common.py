@@ -12,10 +12,12 @@ from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
-from typer.models import OptionInfo
+from typer.core import TyperArgument
+from typer.models import ArgumentInfo, OptionInfo
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.protocols import DEFAULT_PROTOCOL, LOCAL_PROTOCOL, PROTOCOLS
@@ -82,7 +84,13 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
 
 
 # config fields whose flag is not the field's name in --kebab-case (repeatable flags are singular)
-_FLAGS = {"personas": "--persona", "models": "--model", "judges": "--judge", "agents": "--agent"}
+_FLAGS = {"personas": "--persona", "models": "--model", "judges": "--judge", "agents": "--agent",
+          "variants": "--variant", "rubric_files": "--rubric", "from_run": "--from"}
+
+
+def default_of(config: type[BaseModel], field: str) -> object:
+    """A config field's default, for the help of a flag that leaves the value to the config when not given."""
+    return config.model_fields[field].default
 
 
 def flag_for(field: str) -> str:
@@ -113,7 +121,8 @@ JUDGE_PROTOCOL_OPTION = typer.Option(
 
 def readable_help(app: typer.Typer) -> None:
     """Gives every option of ``app`` and its sub-apps that names none a metavar people read (TEXT, INTEGER,
-    FLOAT, PATH): typer prints raw type names (``<list[str]>``, ``<int range>``). Flags get none."""
+    FLOAT, PATH): typer prints raw type names (``<list[str]>``, ``<int range>``). Flags get none; an
+    argument is named by its metavar (its name in capitals: ``QUESTION``, not ``{question} <str>``)."""
     apps = [app]
     while apps:
         current = apps.pop()
@@ -123,6 +132,13 @@ def readable_help(app: typer.Typer) -> None:
             for name, parameter in inspect.signature(command.callback).parameters.items():
                 if isinstance(parameter.default, OptionInfo) and parameter.default.metavar is None:
                     parameter.default.metavar = _metavar(hints.get(name))
+                elif isinstance(parameter.default, ArgumentInfo) and parameter.default.metavar is None:
+                    parameter.default.metavar = name.upper()  # typer adds "..." for several
+
+
+# typer writes an argument's type after its name in the help ("RUN_A <path>"); the metavar and the help
+# say what it is, so arguments show no type (typer's options show their metavar instead of a type)
+TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign,assignment]
 
 
 def _metavar(annotation: Any) -> str | None:

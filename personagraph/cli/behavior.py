@@ -48,6 +48,9 @@ def behavior_command(
     run_dir: Path = typer.Option(Path("runs/behavior"), "--run-dir", help="Where results go (LLM calls are "
                                  "cached there, so a rerun resumes)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    n_resamples: int = typer.Option(2000, "--n-resamples", "--resamples", min=100, max=100_000,
+                                    help="Bootstrap resamples per interval."),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=1, help="Longest --system response, in tokens."),
     embedding_model: str | None = EMBEDDING_OPTION,
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
@@ -60,6 +63,7 @@ def behavior_command(
         config = BehaviorConfig(
             dialogues=dialogues, labeller=labeller, classifier=classifier, fit_classifier=fit_classifier,
             responses=responses, system=system, system_speaker=system_speaker, limit=limit, seed=seed,
+            n_resamples=n_resamples, max_tokens=max_tokens,
             embedding_model=embedding_model, retry_failed=retry_failed,
         )
         with progress_display(label_width=13, transient=True) as progress:

@@ -16,6 +16,7 @@ from personagraph.cli._common import (
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
     console,
+    default_of,
     model_settings,
     progress_bars,
     progress_display,
@@ -47,6 +48,13 @@ def eval_command(
     shortlist: int | None = typer.Option(None, "--shortlist", min=0, help="Show the selector only the N pool "
                                          "environments nearest the persona by embedding (default 0: the whole "
                                          "pool; helps small selector models)."),
+    persona_temperature: float | None = typer.Option(
+        None, "--persona-temperature", min=0, max=2,
+        help="Sampling temperature of the agents' answers "
+        f"(default {default_of(EvalConfig, 'persona_temperature')})."),
+    max_answer_tokens: int | None = typer.Option(
+        None, "--max-answer-tokens", min=16, max=8192,
+        help=f"Longest answer, in tokens (default {default_of(EvalConfig, 'max_answer_tokens')})."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
@@ -89,7 +97,9 @@ def eval_command(
         elif not fields["personas"]:
             raise PersonagraphError("--persona: empty")
         options = {"models": model + agent or None, "judges": judge or None, "generator": generator,
-                   "environments": environments, "questions_per_task": questions_per_task, "shortlist": shortlist}
+                   "environments": environments, "questions_per_task": questions_per_task,
+                   "shortlist": shortlist,
+                   "persona_temperature": persona_temperature, "max_answer_tokens": max_answer_tokens}
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,

@@ -33,6 +33,7 @@ def longlamp_command(
     run_dir: Path = typer.Option(Path("runs/longlamp"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed of the random retriever."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Generation limit per text."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,
     concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
@@ -48,7 +49,8 @@ def longlamp_command(
             raise PersonagraphError(f"--retriever {retriever!r}: choose from {', '.join(RETRIEVERS)}")
         load_longlamp(data, limit)  # a bad file fails before any set-up
         config = LongLaMPConfig(data=data, model=model, retriever=retriever, k=k, limit=limit, seed=seed,  # type: ignore[arg-type]
-                                max_tokens=max_tokens, embedding_model=embedding_model,
+                                max_tokens=max_tokens, temperature=temperature,
+                                embedding_model=embedding_model,
                                 failures_as_worst=failures_as_worst, retry_failed=retry_failed)
         settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:

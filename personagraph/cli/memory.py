@@ -316,6 +316,9 @@ def eval_dialogue(
     seed: int = typer.Option(1991, "--seed", help="Seed of setting 2's shuffle."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
     method: str = typer.Option("fusion", "--method", help="Retriever for settings 2 (negatives) and 3."),
+    negatives: int = typer.Option(4, "--negatives", min=1, help="Retrieved negatives beside the gold memory "
+                                  "in setting 2."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=1024, help="Dialogues in flight."),
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Memory recognition + response on MADial-Bench, judged with MADial's criteria."""
@@ -331,7 +334,7 @@ def eval_dialogue(
         name = names[0]
         config = DialogueEvalConfig(
             setting=setting, model=model, judge=judge, seed=seed, limit=limit, method=name,
-            retry_failed=retry_failed,
+            negatives=negatives, concurrency=concurrency, retry_failed=retry_failed,
         )
         with progress_display(label_width=14, transient=True) as progress:
             summary = await run_dialogue_eval(

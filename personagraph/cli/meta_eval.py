@@ -160,7 +160,8 @@ def meta_eval_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Judge calls in flight."),
     seed: int = typer.Option(0, help="Seed for the judges and the bootstrap."),
     resamples: int = typer.Option(
-        1000, "--resamples", min=100, max=100_000, help="Bootstrap resamples per interval (BCa)."
+        1000, "--n-resamples", "--resamples", min=100, max=100_000,
+        help="Bootstrap resamples per interval (BCa).",
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,

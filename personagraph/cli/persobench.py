@@ -23,6 +23,7 @@ from personagraph.cli.score import (
     EMBEDDING_OPTION,
     METRICS_HELP,
     NLI_OPTION,
+    ROUGE_STEMMER_OPTION,
     WORST_OPTION,
     choose_metrics,
     print_models,
@@ -47,7 +48,9 @@ def persobench_command(
     bertscore_layers: int | None = BERTSCORE_LAYERS_OPTION,
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,
+    rouge_stemmer: bool = ROUGE_STEMMER_OPTION,
     max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Generation limit per reply."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
@@ -60,10 +63,11 @@ def persobench_command(
         load_persobench(data, limit)  # a bad file fails before any set-up
         chosen = choose_metrics(metrics, True, True, nli_model)
         config = PersoBenchConfig(
-            data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens, retry_failed=retry_failed,
+            data=data, model=model, cot=cot, limit=limit, max_tokens=max_tokens, temperature=temperature,
+            retry_failed=retry_failed,
             score=ScoreConfig(metrics=chosen, nli_model=nli_model, bertscore_model=bertscore_model,
                               bertscore_layers=bertscore_layers, embedding_model=embedding_model,
-                              failures_as_worst=failures_as_worst),
+                              failures_as_worst=failures_as_worst, rouge_stemmer=rouge_stemmer),
         )
         if not metrics and "c_score" not in chosen:
             console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")

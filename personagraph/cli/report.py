@@ -10,7 +10,7 @@ from personagraph.cli._common import console, run, state
 
 
 def report_command(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories (eval, simulate, "
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run directories (eval, simulate, "
                                           "memory, metric runs); several are shown side by side."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="The HTML file to write."),
     title: str | None = typer.Option(None, "--title", help="Page title (default: the run names)."),

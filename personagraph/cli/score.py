@@ -40,6 +40,7 @@ BERTSCORE_LAYERS_OPTION = typer.Option(None, "--bertscore-layers", min=1, help="
 EMBEDDING_OPTION = typer.Option(None, "--embedding-model", help="Local sentence-embedding model folder (persona "
                                 f"coverage, dense retrieval, the strategy classifier); default the packaged "
                                 f"{PACKAGED_MINILM}.")
+ROUGE_STEMMER_OPTION = typer.Option(False, "--rouge-stemmer", help="Porter-stem tokens before ROUGE.")
 WORST_OPTION = typer.Option(False, "--failures-as-worst", help="Average failed (empty/unparsable) responses "
                             "into the means with their worst values (default: report them only as the "
                             "failure ratio).")
@@ -121,7 +122,7 @@ def score_command(
     bertscore_layers: int | None = BERTSCORE_LAYERS_OPTION,
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,
-    rouge_stemmer: bool = typer.Option(False, "--rouge-stemmer", help="Porter-stem tokens before ROUGE."),
+    rouge_stemmer: bool = ROUGE_STEMMER_OPTION,
 ) -> None:
     """Score responses against references and personas: ROUGE, METEOR, BERTScore, Dist, C/UE-Score, coverage."""
 

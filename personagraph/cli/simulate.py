@@ -14,6 +14,7 @@ from personagraph.cli._common import (
     ENDPOINT_OPTION,
     RETRY_FAILED_OPTION,
     console,
+    default_of,
     model_settings,
     progress_display,
     run,
@@ -134,8 +135,32 @@ def simulate_command(
         help="postgresql://… to checkpoint sessions in Postgres (default: SQLite in the run directory).",
     ),
     seed: int = typer.Option(0, help="Seed for sampling and the default user personas/scenarios."),
-    max_tokens: int = typer.Option(
-        256, "--max-tokens", min=8, max=8192, help="Longest agent reply, in tokens."
+    max_agent_tokens: int | None = typer.Option(
+        None, "--max-agent-tokens", "--max-tokens", min=8, max=8192,
+        help=f"Longest agent reply, in tokens (default {default_of(SimulateConfig, 'max_agent_tokens')}).",
+    ),
+    max_user_tokens: int | None = typer.Option(
+        None, "--max-user-tokens", min=8, max=8192,
+        help=f"Longest simulated-user message (default {default_of(SimulateConfig, 'max_user_tokens')}).",
+    ),
+    max_judge_tokens: int | None = typer.Option(
+        None, "--max-judge-tokens", min=16, max=8192,
+        help=f"Reply budget of a turn verdict (default {default_of(SimulateConfig, 'max_judge_tokens')}).",
+    ),
+    max_verdict_tokens: int | None = typer.Option(
+        None, "--max-verdict-tokens", min=16, max=8192,
+        help="Reply budget of the session verdict "
+        f"(default {default_of(SimulateConfig, 'max_verdict_tokens')}).",
+    ),
+    agent_temperature: float | None = typer.Option(
+        None, "--agent-temperature", min=0, max=2,
+        help="Sampling temperature of the agent "
+        f"(default {default_of(SimulateConfig, 'agent_temperature')}).",
+    ),
+    user_temperature: float | None = typer.Option(
+        None, "--user-temperature", min=0, max=2,
+        help="Sampling temperature of the simulated user "
+        f"(default {default_of(SimulateConfig, 'user_temperature')}).",
     ),
     allow_self_judging: bool = typer.Option(
         False, "--allow-self-judging", help="Let a model judge its own turns."
@@ -154,8 +179,12 @@ def simulate_command(
             raise PersonagraphError("give either --user-model or --user-agent, not both")
         if no_judge and judge:
             raise PersonagraphError("give either --judge or --no-judge, not both")
+        budgets = {"max_agent_tokens": max_agent_tokens, "max_user_tokens": max_user_tokens,
+                   "max_judge_tokens": max_judge_tokens, "max_verdict_tokens": max_verdict_tokens,
+                   "agent_temperature": agent_temperature, "user_temperature": user_temperature}
         config = make_config(
             SimulateConfig,
+            **{name: value for name, value in budgets.items() if value is not None},
             persona=persona,
             model=model,
             agent=agent,
@@ -169,7 +198,6 @@ def simulate_command(
             sessions=sessions,
             concurrency=concurrency,
             seed=seed,
-            max_agent_tokens=max_tokens,
             allow_self_judging=allow_self_judging,
             retry_failed=retry_failed,
         )

@@ -34,7 +34,7 @@ def write_export(text: str, output: Path | None) -> None:
 
 
 def view_command(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directory (or several)."),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Run directory (or several)."),
     format: str = typer.Option("table", "--format", "-f", help=FORMAT_HELP),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the export here instead of stdout."),
 ) -> None:

@@ -31,6 +31,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[
 
 
 COMMANDS = list(_commands(typer.main.get_command(app)))
+TYPE_NAME = re.compile(r"<(bool|str|int|float|path|Path|list\[[^\]]*\]|int range|float range)>")  # typer's raw types
 
 
 def test_every_command_is_found():
@@ -45,10 +46,19 @@ def test_help_has_no_type_names_and_a_line_for_every_option(path):
     option_lines = [line for line in result.output.splitlines() if re.match(r"\s+(-\w, )?--[\w-]+", line)]
     assert option_lines
     for line in option_lines:
-        assert not re.search(r"<(bool|str|int|float|path|list\[[^\]]*\]|int range|float range)>", line), line
+        assert not TYPE_NAME.search(line), line
     command = dict(COMMANDS)[path]
     missing = [p.name for p in command.params if p.param_type_name == "option" and not (p.help or "").strip()]
     assert not missing
+
+
+@pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=[" ".join(p) for p, _ in COMMANDS])
+def test_arguments_are_named_in_capitals_without_type_names(path):
+    output = CliRunner().invoke(app, [*path, "--help"]).output
+    arguments = [p.metavar for p in dict(COMMANDS)[path].params if p.param_type_name == "argument"]
+    assert all(name and name.isupper() for name in arguments), arguments
+    listed = output.split("Arguments:", 1)[1].split("Options:", 1)[0] if arguments else ""
+    assert not TYPE_NAME.search(listed), listed  # "QUESTION", not "question <str>"
 
 
 def test_switches_show_no_value_and_values_a_readable_one():
