@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from personagraph.environments import load_pool
 from personagraph.models import Completion
 from personagraph.prompts import load_prompt, render
 from personagraph.resources import read_yaml
@@ -210,8 +211,6 @@ CASUAL_CATEGORIES = ("social", "food", "family", "travel", "nature", "commerce",
 
 def default_scenario(index: int, seed: int = 0) -> str:
     """A situation drawn from the environment pool's everyday categories, chosen by session index and seed."""
-    from personagraph.environments import load_pool
-
     pool = [env for env in load_pool() if env.category in CASUAL_CATEGORIES] or list(load_pool())
     env = pool[random.Random(f"scenario-{seed}-{index}").randrange(len(pool))]
     return f"{env.name}: {env.description}"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from personagraph.embeddings import encode
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
@@ -97,7 +98,6 @@ def shortlist_pool(persona: str, size: int) -> tuple[Environment, ...]:
     pool = load_pool()
     if size <= 0 or size >= len(pool):
         return pool
-    from personagraph.embeddings import encode
 
     vectors = encode([f"{env.name}: {env.description}" for env in pool])
     similarity = vectors @ encode([persona])[0]

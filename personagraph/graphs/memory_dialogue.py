@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from personagraph.embeddings import encode
+from personagraph.errors import PersonagraphError
 from personagraph.graphs import live_context
 from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import (
@@ -379,8 +380,6 @@ class _EnvMemoryAgent:
         self._config: tuple[str | None, ...] = ()
 
     def _build(self) -> MemoryAgent:
-        from personagraph.errors import PersonagraphError
-
         spec = os.environ.get("PERSONAGRAPH_MEMORY_MODEL")
         if not spec:
             raise PersonagraphError("set PERSONAGRAPH_MEMORY_MODEL to the memory agent's model spec")

@@ -41,6 +41,7 @@ from personagraph.embeddings import encode
 from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import DialogueContext
 from personagraph.memory.emotion import detect_emotion, detect_scene, emotion_affinity, emotion_class
+from personagraph.memory.rerank import rerank
 
 if TYPE_CHECKING:
     from personagraph.models import ModelClient
@@ -444,7 +445,5 @@ class Recaller:
         depth = max(k, self.settings.rerank_top)
         found = await asyncio.to_thread(self.rank, user_id, context, depth, emotion=emotion, scene=scene)
         if self.settings.rerank_top and self.reranker is not None and len(found) > 1:
-            from personagraph.memory.rerank import rerank
-
             found = await rerank(self.reranker, context, found, self.settings.rerank_top)
         return found[:k]

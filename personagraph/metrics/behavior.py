@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -24,9 +25,13 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, create_model
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import cohen_kappa_score
 
 from personagraph.embeddings import PACKAGED_MINILM, embed, resolve_model
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_jsonl
+from personagraph.judges.stats import bootstrap_ci, paired_bootstrap_ci
 from personagraph.metrics.io import read_table
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
@@ -204,8 +209,6 @@ def behavior_alignment(
         seed: bootstrap seed.
         confidence: CI level.
     """
-    from personagraph.judges.stats import bootstrap_ci
-
     values = [ba(system, human) for system, human in pairs]
     if not values:
         return Estimate(value=None, n=0)
@@ -223,12 +226,6 @@ def cohen_kappa(
     Pairs are resampled together (percentile interval); κ is undefined (None) when both label sequences
     are one and the same constant.
     """
-    import warnings
-
-    from sklearn.metrics import cohen_kappa_score
-
-    from personagraph.judges.stats import paired_bootstrap_ci
-
     if len(labeller) != len(human):
         raise ValueError(f"{len(labeller)} labeller labels but {len(human)} human labels")
     if not labeller:
@@ -319,8 +316,6 @@ class StrategyClassifier:
         Raises:
             PersonagraphError: fewer than two distinct labels, or a label outside the 14.
         """
-        from sklearn.linear_model import LogisticRegression
-
         labels = [check_label(label, "training labels") for label in labels]
         if len(set(labels)) < 2:
             raise PersonagraphError("the strategy classifier needs utterances of at least two strategies to fit")
@@ -352,8 +347,6 @@ class StrategyClassifier:
         Raises:
             PersonagraphError: a missing file, or one that is not a strategy classifier.
         """
-        from sklearn.linear_model import LogisticRegression
-
         path = Path(path)
         if not path.is_file():
             raise PersonagraphError(f"{path}: no such classifier file (fit one with --fit-classifier)")
@@ -416,8 +409,6 @@ def load_responses(path: str | Path, dialogues: Sequence[Dialogue]) -> dict[tupl
     Raises:
         PersonagraphError: a malformed record, or one naming a dialogue/turn the dialogues file lacks.
     """
-    from personagraph.files import read_jsonl
-
     turns = {(t.dialog_id, t.system_index) for d in dialogues for t in d.turns if t.is_system}
     out: dict[tuple[str, int], str] = {}
     for number, record in read_jsonl(path, objects=True, allow_empty=False):

@@ -22,6 +22,7 @@ from scipy import stats as scipy_stats
 from personagraph.errors import PersonagraphError
 from personagraph.judges.stats import bootstrap_ci
 from personagraph.provenance import differences
+from personagraph.report.evaldata import items, judges_of
 from personagraph.report.load import Run, load_run
 from personagraph.report.tables import Column, Table
 from personagraph.schemas import TASK_NAMES
@@ -156,8 +157,6 @@ def _question_scores(run: Run, model: str, judges: list[str]) -> dict[tuple[str,
     A question's id hashes its persona, task, position and text, so the same question has the same id in
     every run; two runs share exactly the questions both asked.
     """
-    from personagraph.report.evaldata import items
-
     out = {}
     for item in items(run):
         if item["model"] != model or item["status"] != "ok":
@@ -226,7 +225,6 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
     model_a, model_b = _pick_models(a, b, model_a, model_b, same)
     if same and model_a == model_b:
         raise PersonagraphError(f"--model-a and --model-b are both {model_a}: nothing to compare")
-    from personagraph.report.evaldata import judges_of
 
     judges_a, judges_b = judges_of(a), judges_of(b)
     judges = [j for j in judges_a if j in judges_b]

@@ -13,7 +13,7 @@ import numpy as np
 
 from personagraph.judges.stats import krippendorff_alpha
 from personagraph.report.load import Run
-from personagraph.schemas import TASK_NAMES
+from personagraph.schemas import TASK_NAMES, Persona
 
 
 def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
@@ -21,8 +21,6 @@ def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
     personas = config.get("personas")
     persona_ids = None
     if isinstance(personas, list):
-        from personagraph.schemas import Persona
-
         persona_ids = {Persona(description=p["description"]).id for p in personas if isinstance(p, dict)}
     models = set(run.summary.get("models", {})) or None
     judges = config.get("judges")  # a damaged or foreign config may hold anything: only a list counts
@@ -49,8 +47,6 @@ def _items(run: Run) -> list[dict[str, Any]]:
     personas = {s["persona_id"]: s.get("persona", s["persona_id"]) for s in run.rows("selection")}
     for p in run.config.get("personas") or []:
         if isinstance(p, dict) and "description" in p:
-            from personagraph.schemas import Persona
-
             personas.setdefault(Persona(description=p["description"]).id, p["description"])
     verdicts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for verdict in run.rows("verdict"):

@@ -22,6 +22,7 @@ from personagraph.files import check_output_file, write_output
 from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
+from personagraph.report.evaldata import items, judges_of, verdict_scores
 from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run, load_runs
 from personagraph.report.markup import esc, kv_html, table_html
@@ -204,8 +205,6 @@ def _radars(runs: list[Run], page: Page) -> Section | None:
 
 # --- sections of one run -------------------------------------------------------------------------------
 def _distributions(run: Run, page: Page) -> str:
-    from personagraph.report.evaldata import judges_of, verdict_scores
-
     scores = verdict_scores(run)
     if not scores:
         return ""
@@ -223,8 +222,6 @@ def _distributions(run: Run, page: Page) -> str:
 
 
 def _per_persona(run: Run, page: Page) -> str:
-    from personagraph.report.evaldata import items
-
     rows = items(run)
     personas = list(dict.fromkeys(i["persona"] for i in rows))
     models = list(run.summary.get("models", {}))
@@ -275,8 +272,6 @@ def _item_html(item: dict[str, Any]) -> str:
 
 
 def _lowest(run: Run, page: Page, limit: int) -> str:
-    from personagraph.report.evaldata import items
-
     rows = items(run)
     scored = sorted((i for i in rows if i["score"] is not None), key=lambda i: (i["score"], i["model"], i["task"]))
     unscored = [i for i in rows if i["score"] is None]

@@ -13,11 +13,13 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from personagraph.report.compare import verdict
 from personagraph.report.cost import cost_rows, total_cost
+from personagraph.report.evaldata import headline
+from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run
 from personagraph.report.sections import judge_check_of, judge_validity_tables, judge_verdicts
-from personagraph.report.headlines import headline_tables
-from personagraph.report.tables import Table, fmt
+from personagraph.report.tables import Column, Table, fmt
 from personagraph.schemas import TASK_NAMES
 from personagraph.terminal import key_column
 
@@ -87,8 +89,6 @@ def _transposed(table: Table, *, show_note: bool) -> RichTable:
 
 
 def _eval_view(run: Run) -> list[RenderableType]:
-    from personagraph.report.evaldata import headline
-
     parts: list[RenderableType] = [render_summary(run.summary)]
     rows = headline(run)
     extra = RichTable(title="Refusals, verdicts and judge agreement")
@@ -112,8 +112,6 @@ def _eval_view(run: Run) -> list[RenderableType]:
 
 def usage_table(run: Run) -> Table | None:
     """Tokens, model time and cost per role and model over every call stored in the run, with a total."""
-    from personagraph.report.tables import Column
-
     rows = [dict(r) for r in cost_rows(run.calls)]
     if not rows:
         return None
@@ -152,8 +150,6 @@ def _provenance(run: Run) -> list[RenderableType]:
 
 def comparison_table(comparison: Any) -> RichTable:
     """A compact rich table of a :class:`~personagraph.report.compare.Comparison`."""
-    from personagraph.report.compare import verdict
-
     out = RichTable(title=Text(f"B − A: {comparison.model_b} vs {comparison.model_a}"), box=box.SIMPLE_HEAD,
                     pad_edge=False, collapse_padding=True)
     for label in ("task", "n", "A", "B", "B − A", "95% CI", "W/L/T", "p", "p Holm", "verdict"):
