@@ -22,10 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = {
     "select",
     "write_task_questions",
-    "answer",
-    "exemplars",
-    "judge",
-}  # the graph's nodes that call models
+    "evaluate_question",
+}  # the graph's nodes that call models (evaluate_question: exemplars, answers and their verdicts)
 
 
 def _traced(collector: Collector, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +95,9 @@ def test_every_model_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Pat
             )
             assert run["start_time"] and run["end_time"]  # LangSmith's latency
         roles = {(parents[r["id"]]["name"], r["extra"]["metadata"]["role"]) for r in llm}
-        assert ("answer", "persona") in roles and ("judge", "judge") in roles
+        assert roles == {("select", "env_selector"), ("write_task_questions", "question_gen"),
+                         ("evaluate_question", "persona"), ("evaluate_question", "exemplar_gen"),
+                         ("evaluate_question", "judge")}  # every role's calls under the node that makes them
         assert not any(
             run.get("run_type") == "llm" and run["name"].startswith("Scripted")
             for run in collector.runs.values()
