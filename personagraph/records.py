@@ -107,6 +107,12 @@ class SessionRecord(_Record):
     session_verdict: SessionNumbers | None
 
 
+class SessionRetryRecord(_Record):
+    """How often a session with failed items ran again (``session_retry``, runs/simulate.py)."""
+
+    attempts: int
+
+
 # --- items of the metric runs (persobench, longlamp: a generation, or a failed one) ----------------------
 class StoredItem(_Record):
     """An item as every run kind stores it: its id and, when it failed, ``status`` and ``error``."""
@@ -114,6 +120,82 @@ class StoredItem(_Record):
     id: str
     status: str = "ok"
     error: str | None = None
+
+
+# --- behavior alignment (runs/behavior.py) ----------------------------------------------------------------
+class BehaviorLabel(StoredItem):
+    """An LLM label of an utterance or a system response (``behavior.label``); None when none was valid."""
+
+    label: str | None
+
+
+class BehaviorResponse(StoredItem):
+    """A generated system response (``behavior.response``); None when it failed or came back empty."""
+
+    text: str | None
+
+
+class BehaviorSystemTurn(_Record):
+    """A system response with its label and the human labels of that turn (``behavior.system``)."""
+
+    dialog_id: str
+    turn: int
+    response: str | None
+    label: str | None
+    human: list[str]
+    ba: float | None
+
+
+# --- memory dialogue, MADial (runs/memory_dialogue.py, memory/dialogue_eval.py) ---------------------------
+class MadialResponse(_Record):
+    """The reply at one test turn, the memory it chose and the reference (``madial_response``)."""
+
+    key: str
+    dialogue: int
+    turn: int
+    user_id: str
+    candidate_ids: list[str]
+    chosen_id: str | None
+    reply: str
+    status: str | None
+    error: str | None = None
+    reference: str
+
+
+class MadialScore(_Record):
+    """The judge's score of one criterion (None when it gave none, with the reason)."""
+
+    score: float | None
+    error: str | None = None
+
+
+class MadialVerdict(_Record):
+    """One test turn judged (``madial_verdict``): criteria scores, the intimacy pick, what was recognized."""
+
+    key: str
+    status: str | None
+    error: str | None = None
+    recognition_error: str | None = None
+    scores: dict[str, MadialScore]
+    intimacy_win: bool | None
+    recognized_gold: bool
+    recognized_relevant: bool
+    chose_memory: bool
+
+
+class MadialSummary(_Record):
+    """One setting's numbers (``madial_summary``: memory/dialogue_eval.py ``summarize``)."""
+
+    setting: int
+    model: str
+    judge: str
+    turns: int
+    failed_replies: int
+    criteria: dict[str, float | None]
+    intimacy_win_rate: float | None
+    chose_memory: float | None
+    recognized_gold: float | None
+    recognized_relevant: float | None
 
 
 RECORD_TYPES: dict[str, type[BaseModel]] = {

@@ -35,6 +35,7 @@ from personagraph.metrics.behavior import (
 )
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
+from personagraph.records import BehaviorLabel, BehaviorResponse, BehaviorSystemTurn, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import (
     FailedItem,
@@ -49,6 +50,10 @@ from personagraph.runs.base import (
 SUMMARY_FILE = "behavior_summary.json"
 LABEL = f"{KIND}.label"
 RESPONSE = f"{KIND}.response"
+SYSTEM = f"{KIND}.system"  # a labelled system response beside the turn's human labels
+register_record_type(LABEL, BehaviorLabel)
+register_record_type(RESPONSE, BehaviorResponse)
+register_record_type(SYSTEM, BehaviorSystemTurn)
 LABELS, SYSTEM_LABELS, RESPONSES = "labels", "system labels", "responses"  # the stages of the items
 
 
@@ -276,7 +281,7 @@ async def run(
             summary.label_counts["system"] = _counts(system_labels)
             for (_, t), label in zip(labelled, system_labels, strict=True):
                 store.put(
-                    f"{KIND}.system",
+                    SYSTEM,
                     f"{t.dialog_id}|{t.system_index}",
                     {
                         "dialog_id": t.dialog_id,

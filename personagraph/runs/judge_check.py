@@ -52,6 +52,7 @@ from personagraph.judges.validity import (
 from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.models.spec import DEFAULT_JUDGE
 from personagraph.prompts import load_prompt
+from personagraph.records import register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.schemas import Answer, Persona, Question
@@ -63,6 +64,9 @@ EVAL_SUBDIR = "judge-check"  # eval --judge-check N runs the check in RUN_DIR/ju
 ITEM_KIND = "check_item"
 VARIANT_KIND = "check_variant"
 VERDICT_KIND = "check_verdict"
+register_record_type(ITEM_KIND, CheckItem)
+register_record_type(VARIANT_KIND, Variant)
+register_record_type(VERDICT_KIND, CheckVerdict)
 PROMPTS = ("variant_generic", "variant_contradiction")
 STAGE_VERDICTS = "check verdicts"  # not "verdicts": eval --judge-check shows both stages in one display
 

@@ -38,9 +38,16 @@ from personagraph.memory.madial import (
 )
 from personagraph.memory.recall import Recaller, RecallSettings
 from personagraph.models import ModelClient
+from personagraph.records import MadialResponse, MadialSummary, MadialVerdict, register_record_type
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 
 KIND = "memory-dialogue"
+RESPONSE_KIND = "madial_response"  # record kinds: a test turn's reply, its verdict, a setting's summary
+VERDICT_KIND = "madial_verdict"
+SUMMARY_KIND = "madial_summary"
+register_record_type(RESPONSE_KIND, MadialResponse)
+register_record_type(VERDICT_KIND, MadialVerdict)
+register_record_type(SUMMARY_KIND, MadialSummary)
 
 
 class MemoryDialogueSummary(Summary):
@@ -101,7 +108,7 @@ async def _run(
 
     async def reply(d: MadialDialogue, turn: int, ranked: list[str]) -> None:
         key = f"s{config.setting}:{d.index}:{turn}"
-        stored = store.get("madial_verdict", key)
+        stored = store.get(VERDICT_KIND, key)
         if stored is not None and not the_run.pending(_failures(stored, config)):
             return
         async with gate:
@@ -129,7 +136,7 @@ async def _run(
                 "error": final.get("error"),
                 "reference": d.reference(turn),
             }
-            store.put("madial_response", key, response, unit=str(d.index))
+            store.put(RESPONSE_KIND, key, response, unit=str(d.index))
             verdict: dict[str, Any] = {
                 "key": key,
                 "status": response["status"],
@@ -159,7 +166,7 @@ async def _run(
             verdict["recognized_gold"] = chosen == d.gold_id
             verdict["recognized_relevant"] = chosen in set(d.relevant_ids)
             verdict["chose_memory"] = chosen is not None
-            store.put("madial_verdict", key, verdict, unit=str(d.index))
+            store.put(VERDICT_KIND, key, verdict, unit=str(d.index))
 
     jobs = []
     for d in dialogues:
@@ -171,9 +178,9 @@ async def _run(
     await asyncio.gather(*jobs)
 
     keys = {f"s{config.setting}:{d.index}:{t}" for d in dialogues for t in d.test_turns}
-    verdicts = [v for v in store.records("madial_verdict") if v["key"] in keys]
+    verdicts = [v for v in store.records(VERDICT_KIND) if v["key"] in keys]
     summary = summarize(verdicts, config)
-    store.put("madial_summary", f"s{config.setting}", summary)
+    store.put(SUMMARY_KIND, f"s{config.setting}", summary)
     failures = [f for v in verdicts for f in _failures(v, config)]
     incomplete = len(keys) - len(verdicts)
     return the_run.finish(MemoryDialogueSummary(**summary, failures=failures, incomplete=incomplete))

@@ -78,6 +78,7 @@ from personagraph.judges.session import (
 )
 from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
+from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import load_plugins
@@ -87,6 +88,7 @@ from personagraph.transcripts import read_transcript, write_transcript
 
 KIND = "simulate"
 RETRY_KIND = "session_retry"  # record kind: {attempts}, how often a session with failed items ran again
+register_record_type(RETRY_KIND, SessionRetryRecord)
 
 DEFAULT_AGENT = DEFAULT_MODEL  # the defaults live in models/spec.py
 DEFAULT_USER = DEFAULT_JUDGE  # the simulated user: the larger embedded model

@@ -233,20 +233,30 @@ SIMULATE_RUN = ["simulate", "-p", "A nurse", "-m", "test:a", "--user-model", "te
                 "--run-dir", "r"]
 META_EVAL_RUN = ["meta-eval", "-j", "test:judge", "--resamples", "100", "--items", "i.jsonl", "--run-dir", "r"]
 PERSOBENCH_RUN = ["persobench", "--data", "d.csv", "-m", "test:x", "--metrics", "dist", "--run-dir", "r"]
+JUDGE_CHECK_RUN = ["judge-check", "--items", "i.jsonl", "--judge", "test:judge", "--generator", "test:gen",
+                   "--resamples", "100", "--run-dir", "r"]
+BEHAVIOR_RUN = ["behavior-alignment", "--dialogues", "d.tsv", "--labeller", "test:default",
+                "--system", "test:default", "--resamples", "100", "--run-dir", "r"]
 RUN_INPUTS = {
     "i.jsonl": "".join(json.dumps({"id": str(i), "criterion": "Persona Consistency", "persona": p, "question": "Q?",
                                    "response": r, "human": h}) + "\n"
                        for i, (p, r, h) in enumerate([("A nurse", "Sure thing", 3), ("A chef", "I cook", 4)])),
     "d.csv": 'personas,context,act_response\n"i am a nurse.",User1: hi?,Hello.\n"I am a chef.",What now?,I cook.\n',
+    "d.tsv": "".join("\t".join(row) + "\n" for row in [
+        ("dialog_id", "speaker", "text", "expert_label"),
+        ("d1", "RECOMMENDER", "Hello, how are you?", "no_strategy"), ("d1", "SEEKER", "I want a comedy", ""),
+        ("d1", "RECOMMENDER", "Which did you like?", "opinion_inquiry"), ("d1", "SEEKER", "Superheroes.", ""),
+        ("d1", "RECOMMENDER", "Me too, I love Marvel!", "similarity")]),
 }
 
 
 @pytest.fixture(scope="module")
 def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Finished runs of four kinds (test models), each in a folder with its inputs; a case copies one."""
+    """Finished runs of six kinds (test models), each in a folder with its inputs; a case copies one."""
     runs = {}
     for name, argv in (("eval", EVAL_RUN), ("simulate", SIMULATE_RUN), ("meta-eval", META_EVAL_RUN),
-                       ("persobench", PERSOBENCH_RUN)):
+                       ("persobench", PERSOBENCH_RUN), ("judge-check", JUDGE_CHECK_RUN),
+                       ("behavior", BEHAVIOR_RUN)):
         cwd = tmp_path_factory.mktemp(name)
         for file, text in RUN_INPUTS.items():
             (cwd / file).write_text(text)
@@ -286,16 +296,19 @@ REPORT = ["report", "-o", "out.html", "r"]
 _FIRST = "rowid=(SELECT min(rowid) FROM records WHERE kind='{kind}')"  # one row of a kind
 DAMAGE_CASES = [
     Damage("R09-question-without-id", "eval",
-           f"UPDATE records SET data=json_remove(data, '$.id') WHERE {_FIRST.format(kind='question')}", REPORT,
+           "UPDATE records SET data=json_remove(data, '$.id') "
+           f"WHERE {_FIRST.format(kind='question')}", REPORT,
            "record question"),
     Damage("R10-session-missing-fields", "simulate",
            "UPDATE records SET data=json_remove(data, '$.turns', '$.session_verdict') WHERE kind='session'", REPORT,
            "(turns: Field required)"),
     Damage("R09-resume-question-without-id", "eval",
-           f"UPDATE records SET data=json_remove(data, '$.id') WHERE {_FIRST.format(kind='question')}", EVAL_RUN,
+           "UPDATE records SET data=json_remove(data, '$.id') "
+           f"WHERE {_FIRST.format(kind='question')}", EVAL_RUN,
            "(id: Field required)"),
     Damage("resume-verdict-score-text", "eval",
-           f"UPDATE records SET data=json_set(data, '$.score', 'abc') WHERE {_FIRST.format(kind='verdict')}", EVAL_RUN,
+           "UPDATE records SET data=json_set(data, '$.score', 'abc') "
+           f"WHERE {_FIRST.format(kind='verdict')}", EVAL_RUN,
            "record verdict"),
     Damage("resume-answer-not-an-object", "eval", f"UPDATE records SET data='[1]' WHERE {_FIRST.format(kind='answer')}",
            EVAL_RUN, "(expected a JSON object, got list)"),
@@ -307,7 +320,8 @@ DAMAGE_CASES = [
            "UPDATE records SET data=json_set(data, '$.turns[0].role', 'bot') WHERE kind='session'", SIMULATE_RUN,
            "(turns.0.role: Input should be 'user' or 'assistant')"),
     Damage("resume-turn-index-text", "simulate",
-           f"UPDATE records SET data=json_set(data, '$.index', 'one') WHERE {_FIRST.format(kind='turn')}", SIMULATE_RUN,
+           "UPDATE records SET data=json_set(data, '$.index', 'one') "
+           f"WHERE {_FIRST.format(kind='turn')}", SIMULATE_RUN,
            "record turn"),
     Damage("resume-meta-verdict-score-text", "meta-eval", "UPDATE records SET data=json_set(data, '$.score', 'x') "
            f"WHERE {_FIRST.format(kind='meta_verdict')}", META_EVAL_RUN, "record meta_verdict"),
@@ -315,6 +329,33 @@ DAMAGE_CASES = [
            f"WHERE {_FIRST.format(kind='meta_item')}", META_EVAL_RUN, "(id: Field required)"),
     Damage("resume-generation-without-id", "persobench", "UPDATE records SET data=json_remove(data, '$.id') "
            f"WHERE {_FIRST.format(kind='persobench.generation')}", PERSOBENCH_RUN, "record persobench.generation"),
+    Damage("resume-session-retry-attempts-text", "simulate",
+           "INSERT INTO records(kind, id, unit, data, created) "
+           """VALUES ('session_retry', 's1', 's1', '{"attempts": "two"}', 0)""", SIMULATE_RUN,
+           "record session_retry 's1' is damaged (attempts: Input should be a valid integer"),
+    Damage("resume-check-item-without-response", "judge-check",
+           "UPDATE records SET data=json_remove(data, '$.response') "
+           f"WHERE {_FIRST.format(kind='check_item')}",
+           JUDGE_CHECK_RUN, "record check_item"),
+    Damage("resume-check-variant-kind-unknown", "judge-check",
+           "UPDATE records SET data=json_set(data, '$.kind', 'x') "
+           f"WHERE {_FIRST.format(kind='check_variant')}",
+           JUDGE_CHECK_RUN, "(kind: Input should be"),
+    Damage("report-check-verdict-not-an-object", "judge-check",
+           f"UPDATE records SET data='\"7\"' WHERE {_FIRST.format(kind='check_verdict')}", REPORT,
+           "record check_verdict"),
+    Damage("resume-behavior-label-missing", "behavior",
+           "UPDATE records SET data=json_remove(data, '$.label') "
+           f"WHERE {_FIRST.format(kind='behavior.label')}",
+           BEHAVIOR_RUN, "(label: Field required)"),
+    Damage("resume-behavior-response-text-number", "behavior",
+           "UPDATE records SET data=json_set(data, '$.text', 5) "
+           f"WHERE {_FIRST.format(kind='behavior.response')}",
+           BEHAVIOR_RUN, "record behavior.response"),
+    Damage("report-behavior-system-turn-text", "behavior",
+           "UPDATE records SET data=json_set(data, '$.turn', 'two') "
+           f"WHERE {_FIRST.format(kind='behavior.system')}",
+           REPORT, "(turn: Input should be a valid integer"),
 ]
 
 
