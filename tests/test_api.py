@@ -80,6 +80,7 @@ def test_the_top_level_names_every_run_kind() -> None:
         "persobench",
         "longlamp",
         "behavior_alignment",
+        "memory_dialogue",
     ):
         assert verb in personagraph.__all__ and f"a{verb}" in personagraph.__all__
         assert getattr(personagraph, verb).__name__ == verb
