@@ -96,7 +96,7 @@ evaluate = synchronous(aevaluate, "evaluate")
 
 
 async def asimulate(
-    persona: str,
+    persona: str | Persona,
     *,
     model: Any = None,
     judges: Sequence[str] | None = None,
@@ -111,14 +111,15 @@ async def asimulate(
     """Runs multi-turn sessions between a simulated user and the agent, judged turn by turn.
 
     Args:
-        persona: the persona the agent plays.
+        persona: the persona the agent plays: a description or a :class:`Persona`.
         model: the agent under test: a model spec, a ``module:attr`` plug-in path or an agent object
             (default: the embedded 0.5B).
         judges: judge model specs (``[]``: no judging).
         **options: any other :class:`~personagraph.runs.simulate.SimulateConfig` field (``turns``,
             ``sessions``, ``adversarial``, ``user_model``, ``scenario``, …).
     """
-    fields: dict[str, Any] = dict(options, persona=persona)
+    description = persona.description if isinstance(persona, Persona) else persona
+    fields: dict[str, Any] = dict(options, persona=description)
     agent: Agent | None = None
     if isinstance(model, str):
         fields["agent" if is_plugin_path(model) else "model"] = model

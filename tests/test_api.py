@@ -89,7 +89,7 @@ def test_the_top_level_names_every_run_kind() -> None:
 
 def test_simulate_takes_an_agent_object(tmp_path: Path) -> None:
     summary = personagraph.simulate(
-        "A 70-year-old retired cowboy from Texas",
+        personagraph.Persona(description="A 70-year-old retired cowboy from Texas"),  # or the plain string
         model=lambda messages: "Well, I reckon so.",
         judges=["test:judge"],
         user_model="test:user",
