@@ -39,6 +39,9 @@ CASES = {
         "persobench", "--data", str(write_csv(tmp)), "--model", spec, "--metrics", "dist"], 1),
     "longlamp": Case(lambda text: "boots" in text, lambda tmp, spec: [
         "longlamp", "--data", str(write_jsonl(tmp)), "--model", spec, "--retriever", "recency"], 1),
+    "eval --judge-check": Case(lambda text: "plain, neutral language" in text, lambda tmp, spec: [
+        "eval", "--persona", "A retired cowboy", "-m", "test:agent", "-j", "test:judge", "--generator", spec,
+        "--environments", "1", "--questions-per-task", "1", "--judge-check", "1"], 5),  # its generic rewrites
     "simulate": Case(lambda text: text.count('"role": "user"') >= 2, lambda tmp, spec: [
         "simulate", "--persona", "A pediatric nurse", "--model", spec, "--user-model", "test:user",
         "--no-judge", "--turns", "2"], 1),
@@ -48,7 +51,7 @@ CASES = {
 @pytest.mark.parametrize("command", list(CASES))
 def test_exit_3_with_a_count_then_0_with_the_recovered_count(tmp_path: Path, command: str) -> None:
     case = CASES[command]
-    model = switch_model(f"cli-{command}", down=case.down)
+    model = switch_model(f"cli-{command.replace(' ', '')}", down=case.down)
     run_dir = tmp_path / "run"
     args = [*case.args(tmp_path, model.spec), "--run-dir", str(run_dir)]
     runner = CliRunner()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the config type only: runs/eval.py imports the executors
     from personagraph.runs.eval import EvalConfig
 
 UNIT_DONE = "unit_done"  # record kind: a persona unit of one config finished with every item done
-UNIT_FAILED = "unit_failed"  # record kind: a unit's graph reached the end with failed items (attempts, failed)
+UNIT_FAILED = "unit_failed"  # record kind: a unit's graph ended with failed items (attempts, failed)
 
 
 @dataclass
@@ -225,12 +225,18 @@ class UnitOutcome:
         return bool(self.missing) or any(not f.permanent for f in self.failures)
 
 
-def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
-    """Reads where a unit stands (see :class:`UnitOutcome`); its last end is the one with more attempts."""
+def unit_end(store: Any, persona: Persona, config: EvalConfig) -> tuple[str, dict[str, Any]] | None:
+    """How a unit's last run ended: ``UNIT_DONE`` or ``UNIT_FAILED`` and its record (the one with more
+    attempts), or None when it never ended."""
     uid = unit_id(persona, config)
     ends = [(kind, record) for kind in (UNIT_DONE, UNIT_FAILED)
             if (record := store.get(kind, uid)) is not None]
-    end = max(ends, key=lambda e: e[1]["attempts"], default=None)
+    return max(ends, key=lambda e: e[1]["attempts"], default=None)
+
+
+def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
+    """Reads where a unit stands (see :class:`UnitOutcome`)."""
+    end = unit_end(store, persona, config)
     rows = UnitRecords.read(store, persona, config)
     missing = rows.missing(end[1].get("records", {})) if end else []
     return UnitOutcome(end, rows.failures(store, config), missing)
@@ -253,10 +259,12 @@ async def run_unit(
     goes for a unit that lost records it held when it ended (its end record keeps their inventory).
     """
     uid = unit_id(persona, config)
-    outcome = unit_outcome(context.store, persona, config)
-    if not outcome.to_run(config.retry_failed):
-        return
-    attempt = outcome.attempts
+    attempt = 0
+    if unit_end(context.store, persona, config) is not None:  # a unit that never ended has work: no reads
+        outcome = unit_outcome(context.store, persona, config)
+        if not outcome.to_run(config.retry_failed):
+            return
+        attempt = outcome.attempts
     if checkpointed:
         thread = {"configurable": {"thread_id": uid if attempt == 0 else f"{uid}-retry{attempt}"}}
         snapshot = await graph.aget_state(thread)
