@@ -1,0 +1,55 @@
+"""Every run kind reports its progress as the CLI draws it: each stage announces a total the library knows
+and its last event reaches it (a bar that stops short, or none at all, is what issue 17 complained of)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from personagraph import (
+    abehavior_alignment,
+    aevaluate,
+    ajudge_check,
+    alonglamp,
+    ameta_evaluate,
+    apersobench,
+)
+from personagraph.runs.base import ProgressEvent, ProgressHandler
+from tests.metrics.test_behavior import write_tsv
+from tests.metrics.test_longlamp import write_jsonl
+from tests.metrics.test_persobench import FAST, write_csv
+from tests.runs.test_judge_check import write_items
+from tests.runs.test_meta_eval_outcome import write_items as write_rated_items
+
+Start = Callable[[Path, ProgressHandler], Awaitable[Any]]
+
+KINDS: dict[str, Start] = {
+    "eval": lambda d, on: aevaluate("A nurse", models=["test:agent"], judges=["test:judge"],
+                                    generator="test:gen", environments=1, questions_per_task=1,
+                                    run_dir=d / "run", on_progress=on),
+    "meta-eval": lambda d, on: ameta_evaluate(write_rated_items(d / "items.jsonl"), judges=["test:judge"],
+                                              n_resamples=100, run_dir=d / "run", on_progress=on),
+    "judge-check": lambda d, on: ajudge_check(items=str(write_items(d / "items.jsonl")),
+                                              judges=["test:judge"], generator="test:gen", n_resamples=200,
+                                              run_dir=d / "run", on_progress=on),
+    "persobench": lambda d, on: apersobench(write_csv(d), model="test:agent", score=FAST, run_dir=d / "run",
+                                            on_progress=on),
+    "longlamp": lambda d, on: alonglamp(write_jsonl(d), model="test:agent", retriever="recency",
+                                        run_dir=d / "run", on_progress=on),
+    "behavior": lambda d, on: abehavior_alignment(write_tsv(d / "d.tsv"), labeller="test:labeller",
+                                                  system="test:system", n_resamples=100, run_dir=d / "run",
+                                                  on_progress=on),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_every_stage_announces_its_total_and_reaches_it(kind: str, tmp_path: Path) -> None:
+    events: list[ProgressEvent] = []
+    await KINDS[kind](tmp_path, events.append)
+    last = {event.stage: event for event in events}
+    assert last, "no progress at all"
+    assert all(event.total for event in last.values()), last  # every stage's total is known
+    assert {stage: (e.done, e.total) for stage, e in last.items() if e.done != e.total} == {}
