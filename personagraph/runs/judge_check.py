@@ -55,6 +55,7 @@ from personagraph.prompts import load_prompt
 from personagraph.records import register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.plugins import check_judge_names, judge_for
 from personagraph.schemas import Answer, Persona, Question
 from personagraph.store import RunStore
 
@@ -267,8 +268,8 @@ async def run(
     source = load_input(config)
     judges = config.judges or source.judges or [DEFAULT_JUDGE]
     generator = config.generator or source.generator or judges[0]
-    for spec in [*judges, generator]:
-        parse_spec(spec)
+    check_judge_names(judges)
+    parse_spec(generator)
     protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
     settings = (settings or ModelSettings()).model_copy(
         update={"concurrency": config.concurrency, "seed": config.seed}
@@ -287,18 +288,8 @@ async def run(
         for item in source.items:
             store.put(ITEM_KIND, item.key, item, unit=item.criterion)
 
-        def client(spec: str, role: str, max_tokens: int) -> ModelClient:
-            return ModelClient.create(
-                spec,
-                role,
-                store=store,
-                meter=ctx.meter,
-                settings=settings,
-                temperature=0.0,
-                max_tokens=max_tokens,
-            )
-
-        writer = client(generator, "variant_gen", config.max_variant_tokens)
+        common = {"store": store, "meter": ctx.meter, "settings": settings, "temperature": 0.0}
+        writer = ModelClient.create(generator, "variant_gen", **common, max_tokens=config.max_variant_tokens)
         todo: list[tuple[CheckItem, VariantKind]] = []
         variants: list[Variant] = []
         for item in source.items:
@@ -331,7 +322,9 @@ async def run(
                     variant_judgement(by_key[variant.item_key], variant),
                 ):
                     judgements[judgement.key] = judgement
-        judge_clients = {spec: client(spec, "judge", config.max_judge_tokens) for spec in judges}
+        judge_clients = {
+            spec: judge_for(spec, "judge", **common, max_tokens=config.max_judge_tokens) for spec in judges
+        }
         verdicts: dict[tuple[str, str], CheckVerdict] = {}
         asks: list[tuple[Judgement, str, str]] = []
         for judgement in sorted(judgements.values(), key=lambda j: j.key):

@@ -26,8 +26,9 @@ from personagraph.judges.meta_eval import (
     verdict_id,
 )
 from personagraph.judges.protocols import get_protocol
-from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.models import ModelSettings
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.plugins import check_judge_names, judge_for
 
 KIND = STORE_KIND
 STAGE = "verdicts"
@@ -58,8 +59,7 @@ async def run(
         on_progress: receives a ``verdicts`` :class:`~personagraph.runs.base.ProgressEvent` per verdict
             (the total is announced once the items file is validated).
     """
-    for spec in config.judges:
-        parse_spec(spec)
+    check_judge_names(config.judges)
     catalogue = CriterionCatalogue(config.rubric_files)
     items = load_items(config.items, catalogue)
     wanted: list[Criterion] = []
@@ -94,7 +94,7 @@ async def run(
         for item in items:
             store.put(ITEM_KIND, item.key, item, unit=item.criterion)
         clients = {
-            spec: ModelClient.create(
+            spec: judge_for(
                 spec,
                 "judge",
                 store=store,

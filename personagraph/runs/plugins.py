@@ -18,6 +18,8 @@ from typing import Any
 from personagraph.agents import Agent
 from personagraph.agents.plugin import adapt, load_agent
 from personagraph.errors import PersonagraphError
+from personagraph.judges.base import Judge, PluginJudge
+from personagraph.models import ModelClient, parse_spec
 from personagraph.models.spec import names_a_provider
 
 
@@ -95,6 +97,25 @@ class Plugins:
     def agents(self) -> list[Agent]:
         """The agents, loaded in this process (once per process)."""
         return load_plugins(self.paths, self.sys_path)
+
+
+def check_judge_names(names: Iterable[str]) -> None:
+    """Fails before a run starts on a judge name that is neither a loadable ``module:attr`` plug-in nor a
+    model spec (the plug-in loader's or the spec parser's one-line error)."""
+    for name in names:
+        if is_plugin_path(name):
+            load_plugins([name])
+        else:
+            parse_spec(name)
+
+
+def judge_for(name: str, role: str, **client: Any) -> Judge:
+    """The judge a ``judges`` entry names: a :class:`PluginJudge` for a ``module:attr`` path (``--judge
+    module:attr``, loaded once per process), else the model client ``ModelClient.create(name, role,
+    **client)`` (store, meter, settings, sampling)."""
+    if is_plugin_path(name):
+        return PluginJudge(load_plugins([name])[0])
+    return ModelClient.create(name, role, **client)
 
 
 def object_name(obj: Any) -> str:

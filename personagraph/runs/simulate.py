@@ -81,7 +81,7 @@ from personagraph.prompts import load_prompt
 from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
-from personagraph.runs.plugins import load_plugins
+from personagraph.runs.plugins import check_judge_names, judge_for, load_plugins
 from personagraph.schemas import short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
@@ -430,8 +430,8 @@ async def run(
     """
     run_dir = Path(run_dir)
     settings = (settings or ModelSettings()).model_copy(update={"concurrency": config.concurrency})
+    check_judge_names(config.judges)
     for spec in [
-        *config.judges,
         *([config.model] if config.model and agent is None else []),
         *([config.user_model] if not config.user_agent and user is None else []),
     ]:
@@ -451,12 +451,12 @@ async def run(
         def client(spec: str, role: str, **overrides: Any) -> ModelClient:
             return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)
 
+        common = {"store": store, "meter": meter, "settings": settings, "temperature": 0.0}
         judges = [
-            client(spec, "judge", temperature=0.0, max_tokens=config.max_judge_tokens)
-            for spec in config.judges
+            judge_for(spec, "judge", **common, max_tokens=config.max_judge_tokens) for spec in config.judges
         ]
         verdict_judges = [
-            client(spec, "session_judge", temperature=0.0, max_tokens=config.max_verdict_tokens)
+            judge_for(spec, "session_judge", **common, max_tokens=config.max_verdict_tokens)
             for spec in config.judges
         ]
         if config.allow_self_judging:
@@ -549,8 +549,7 @@ async def judge_session(
     if not persona:
         raise PersonagraphError(f"{path}: the transcript names no persona; pass --persona")
     judge_specs = list(dict.fromkeys(judges or [DEFAULT_JUDGE]))
-    for spec in judge_specs:
-        parse_spec(spec)
+    check_judge_names(judge_specs)
     check_self_judging(judge_specs, transcript["agent"], allow_self_judging)
     run_dir = Path(run_dir)
     config = SimulateConfig(
@@ -565,12 +564,8 @@ async def judge_session(
         the_run.record(transcript=str(path))
         store, meter = the_run.store, the_run.meter
         settings = settings or ModelSettings()
-        clients = [
-            ModelClient.create(
-                s, "judge", store=store, meter=meter, settings=settings, temperature=0.0, max_tokens=200
-            )
-            for s in judge_specs
-        ]
+        common = {"store": store, "meter": meter, "settings": settings, "temperature": 0.0}
+        clients = [judge_for(s, "judge", **common, max_tokens=200) for s in judge_specs]
         usable, skipped = (clients, []) if allow_self_judging else split_judges(clients, transcript["agent"])
         turns = [dict(e) for e in transcript["turns"]]
         last_user = ""
@@ -583,18 +578,7 @@ async def judge_session(
                 entry["scores"], entry["rationales"] = await score_turn(
                     usable, persona, last_user, entry["text"]
                 )
-        verdict_clients = [
-            ModelClient.create(
-                j.name,
-                "session_judge",
-                store=store,
-                meter=meter,
-                settings=settings,
-                temperature=0.0,
-                max_tokens=600,
-            )
-            for j in usable
-        ]
+        verdict_clients = [judge_for(j.name, "session_judge", **common, max_tokens=600) for j in usable]
         verdict = await session_verdict(verdict_clients, persona, turns, skipped)
         values = {
             **transcript,
