@@ -27,6 +27,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+
 from personagraph.errors import PersonagraphError
 from personagraph.models import Completion
 from personagraph.models.spec import PROVIDERS
@@ -62,8 +68,6 @@ def _reply_text(value: Any, where: str) -> str:
     Raises:
         TypeError: when the value has no recognisable reply in it.
     """
-    from langchain_core.messages import BaseMessage
-
     if isinstance(value, str):
         return value
     if isinstance(value, BaseMessage):
@@ -185,11 +189,6 @@ def detect_kind(obj: Any, where: str) -> Kind:
     Raises:
         PersonagraphError: naming what was found when it is none of the accepted kinds.
     """
-    from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.runnables import Runnable
-    from langgraph.graph import StateGraph
-    from langgraph.pregel import Pregel
-
     if callable(getattr(obj, "respond", None)) and not isinstance(obj, type):
         if not inspect.iscoroutinefunction(obj.respond):
             raise PersonagraphError(
