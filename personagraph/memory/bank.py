@@ -115,7 +115,7 @@ def _memory(meta: dict[str, Any]) -> Memory:
 
 def make_client(location: str | Path) -> Any:
     """A Chroma client: ``HttpClient`` for an ``http(s)://host:port`` URL, else ``PersistentClient(path)``."""
-    import chromadb
+    import chromadb  # heavy: only the memory commands open a bank
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False, allow_reset=False)

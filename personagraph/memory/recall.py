@@ -204,7 +204,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 @lru_cache(maxsize=1)
 def _stemmer() -> Any:
-    from nltk.stem import PorterStemmer
+    from nltk.stem import PorterStemmer  # only for BM25 recall
 
     return PorterStemmer()
 
@@ -222,7 +222,7 @@ def tokenize(text: str) -> list[str]:
 
 def bm25_scores(query: str, documents: list[str]) -> np.ndarray:
     """Okapi BM25 (rank-bm25 defaults) of one query against documents; the documents are the corpus."""
-    from rank_bm25 import BM25Okapi
+    from rank_bm25 import BM25Okapi  # only for BM25 recall
 
     if not documents:
         return np.zeros(0)

@@ -22,7 +22,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.metrics.text import tokens
 
 if TYPE_CHECKING:
-    from bert_score import BERTScorer
+    from bert_score import BERTScorer  # heavy (torch): only for BERTScore
     from rouge_score.rouge_scorer import RougeScorer
 
 PACKAGED_BERTSCORE_LAYERS = 6
@@ -39,7 +39,7 @@ class RougeScores(BaseModel):
 
 @lru_cache(maxsize=2)
 def _rouge_scorer(use_stemmer: bool) -> RougeScorer:
-    from rouge_score import rouge_scorer
+    from rouge_score import rouge_scorer  # metric libraries load when a metric is asked for
 
     return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=use_stemmer)
 
@@ -65,7 +65,7 @@ def ensure_wordnet() -> None:
     Raises:
         PersonagraphError: when the WordNet data is not installed where nltk looks.
     """
-    from nltk.corpus import wordnet
+    from nltk.corpus import wordnet  # only for METEOR
 
     try:
         wordnet.ensure_loaded()
@@ -75,7 +75,7 @@ def ensure_wordnet() -> None:
 
 def meteor(response: str, reference: str) -> float:
     """nltk's METEOR of a response against one reference, on whitespace tokens."""
-    from nltk.translate.meteor_score import meteor_score
+    from nltk.translate.meteor_score import meteor_score  # only for METEOR
 
     ensure_wordnet()
     return float(meteor_score([tokens(reference)], tokens(response)))
@@ -122,7 +122,7 @@ class BertScore:
 
     def _load(self) -> BERTScorer:
         if self._scorer is None:
-            from bert_score import BERTScorer
+            from bert_score import BERTScorer  # heavy (torch): only for BERTScore
             from bert_score.utils import model2layers
 
             if self.num_layers is None and self._path not in model2layers:

@@ -140,7 +140,7 @@ def retrieve(
         raise ValueError("k must be at least 1")
     texts = [profile_text(item) for item in profile]
     if retriever == "bm25":
-        from rank_bm25 import BM25Okapi
+        from rank_bm25 import BM25Okapi  # only for the bm25 retriever
 
         corpus = [bm25_tokens(text) or [""] for text in texts]
         return _top(list(BM25Okapi(corpus).get_scores(bm25_tokens(query))), k)

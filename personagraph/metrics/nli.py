@@ -81,7 +81,7 @@ class NLIModel:
     """
 
     def __init__(self, model: str, *, batch_size: int = 16, max_length: int = 256) -> None:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # heavy: NLI only
 
         quiet_transformers()
         self.model_name = model
@@ -100,7 +100,7 @@ class NLIModel:
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> list[Entailment]:
         """The NLI outcome of each ``(premise, hypothesis)`` pair, encoded together."""
-        import torch
+        import torch  # heavy: NLI only
 
         outcomes: list[Entailment] = []
         for start in range(0, len(pairs), self.batch_size):

@@ -94,7 +94,7 @@ async def _closer(key: tuple[int, str, str], session: Any) -> AsyncIterator[None
 
 
 async def _session(base_url: str, api_key: str) -> Any:
-    import aiohttp
+    import aiohttp  # only for openai: specs
 
     key = (id(asyncio.get_running_loop()), base_url, api_key)
     session = _sessions.get(key)
@@ -149,7 +149,7 @@ async def chat_completion(
             body that is not a completion.
         PermanentModelError: other HTTP errors (400, 401, 404, …).
     """
-    import aiohttp
+    import aiohttp  # only for openai: specs
 
     session = await _session(base_url, api_key)
     url = base_url.rstrip("/") + "/chat/completions"

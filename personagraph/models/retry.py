@@ -50,7 +50,7 @@ def classify(error: BaseException) -> TransientModelError | None:
     if isinstance(error, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return TransientModelError(f"{type(error).__name__}: {error}")
     try:
-        import openai
+        import openai  # only runs that use openai: load it
     except ImportError:  # pragma: no cover - openai is a dependency
         return None
     if isinstance(error, openai.RateLimitError):

@@ -55,7 +55,7 @@ class Page:
     def head_script(self) -> str:
         if not self.figures:
             return ""
-        from plotly.offline import get_plotlyjs
+        from plotly.offline import get_plotlyjs  # only for a report with charts
 
         return f'<script type="text/javascript">{get_plotlyjs()}</script>'
 
