@@ -53,6 +53,7 @@ class EvalContext:
     shortlist: int = 0
     questions_per_task: int = 2
     judge_protocol: str | None = None  # judges/protocols.py; None: each judge's default
+    exemplars: bool = True  # write exemplars: only when a judge's protocol reads them (protocols.PROTOCOLS)
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
 
@@ -144,13 +145,15 @@ async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalCon
 
 
 async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    """One question: exemplars ‖ every agent's answer; each ok answer judged by every judge once the
-    exemplars are in (a failed or empty answer is not judged: scoring counts it as the minimum)."""
+    """One question: exemplars (when a judge reads them) ‖ every agent's answer; each ok answer judged by
+    every judge once the exemplars are in (a failed or empty answer is not judged: scoring counts it as
+    the minimum)."""
     ctx = _ctx(runtime)
     persona = payload["persona"]
     question = Question.model_validate(payload["question"])
     task = _task(question.task)
-    exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question))
+    exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question) if ctx.exemplars
+                                         else _none())
     branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, exemplar_set))
                 for agent in ctx.agents]
     try:
@@ -161,9 +164,14 @@ async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContex
         raise
     answers = [branch.result()[0] for branch in branches]
     verdicts = [verdict for branch in branches for verdict in branch.result()[1]]
-    return {"exemplars": [exemplar_set.result().model_dump()],
+    written = exemplar_set.result()
+    return {"exemplars": [written.model_dump()] if written else [],
             "answers": [a.model_dump() for a in answers],
             "verdicts": [v.model_dump() for v in verdicts]}
+
+
+async def _none() -> None:
+    return None
 
 
 async def _exemplars(ctx: EvalContext, persona: str, task: Task, question: Question) -> Exemplars:
@@ -175,7 +183,7 @@ async def _exemplars(ctx: EvalContext, persona: str, task: Task, question: Quest
 
 async def _answer_and_judge(
     ctx: EvalContext, persona: str, task: Task, question: Question, agent: Agent,
-    exemplar_set: asyncio.Future[Exemplars],
+    exemplar_set: asyncio.Future[Exemplars | None],
 ) -> tuple[Answer, list[Verdict]]:
     answer = await answer_question(agent, persona, question)
     ctx.store.put("answer", answer.id, answer, unit=answer.persona_id)
@@ -190,7 +198,7 @@ async def _answer_and_judge(
 
 async def _judge(
     ctx: EvalContext, client: ModelClient, persona: str, task: Task, question: Question, answer: Answer,
-    exemplar_set: Exemplars,
+    exemplar_set: Exemplars | None,
 ) -> Verdict:
     verdict = await judge_answer(client, persona, task, question, answer, exemplar_set, ctx.judge_protocol)
     ctx.store.put("verdict", verdict.id, verdict, unit=question.persona_id)

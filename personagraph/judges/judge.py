@@ -121,6 +121,8 @@ async def _read_judge(
     checks = checklist(rubric) if protocol.reply == "checklist" else ()
     if protocol.reply == "checklist" and not checks:
         protocol = get_protocol("facts", client.name)
+    if not protocol.exemplars:
+        examples = None  # judged as the protocol was measured (see protocols.PROTOCOLS)
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),

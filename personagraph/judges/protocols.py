@@ -48,6 +48,7 @@ class Protocol:
     reply: ReplyKind
     numbered_persona: bool
     description: str
+    exemplars: bool  # whether the judge reads PersonaGym's exemplars (see PROTOCOLS)
 
     @property
     def version(self) -> str:
@@ -56,14 +57,24 @@ class Protocol:
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
 
+# Exemplars: "rationale" is PersonaGym's judge, which reads the generated example answers per score.
+# "score", "facts" and "checklist" were chosen and measured on the persona-swap dev set without them
+# (bench/judge_protocols.py has none to give), so they are judged as measured: their prompts get "(no
+# examples available …)" and an eval whose judges all use them writes no exemplars. With the embedded
+# 1.5B as writer the exemplars were also poor anchors (the quick run: the same sentence for scores 2-5,
+# "As an AI, I don't have personal experiences." for all five), and they were the quick run's largest
+# cost: ~1,000 of its ~1,400 generated tokens on the 1.5B and ~1,300 tokens more in the judges' prompts.
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
-        Protocol("rationale", "judge", "rationale", False, "a short rationale, then the score (the old way)"),
-        Protocol("score", "judge_score", "score", False, "the score alone"),
-        Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score only"),
+        Protocol("rationale", "judge", "rationale", False, "a short rationale, then the score (the old way)",
+                 exemplars=True),
+        Protocol("score", "judge_score", "score", False, "the score alone", exemplars=False),
+        Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score only",
+                 exemplars=False),
         Protocol("checklist", "judge_checklist", "checklist", True,
-                 "numbered persona facts; which one the answer shows, yes/no checks; scored by rule"),
+                 "numbered persona facts; which one the answer shows, yes/no checks; scored by rule",
+                 exemplars=False),
     )
 }
 DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
@@ -91,6 +102,12 @@ def get_protocol(name: str | None, judge: str) -> Protocol:
         raise PersonagraphError(
             f"--judge-protocol {name!r}: unknown; choose one of {', '.join(PROTOCOLS)}"
         ) from None
+
+
+def reads_exemplars(name: str | None, judges: Sequence[str]) -> bool:
+    """Whether any of ``judges`` (names or specs), asked under protocol ``name``, reads exemplars: an eval
+    writes them only then."""
+    return any(get_protocol(name, judge).exemplars for judge in judges)
 
 
 # --- untrusted text -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from personagraph.agents import Agent
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
-from personagraph.judges.protocols import get_protocol
+from personagraph.judges.protocols import get_protocol, reads_exemplars
 from personagraph.judges.scoring import summarize_scores
 from personagraph.models import ModelSettings, parse_spec
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
@@ -114,9 +114,13 @@ class EvalConfig(BaseModel):
             "select": generated,
             "questions": generated * n_tasks,
             "answers": questions * len(self.models),
-            "exemplars": questions,
+            "exemplars": questions if self.reads_exemplars() else 0,
             "verdicts": questions * len(self.models) * len(self.judges),
         }
+
+    def reads_exemplars(self) -> bool:
+        """Whether the run writes exemplars: only when one of its judges' protocols reads them."""
+        return reads_exemplars(self.judge_protocol, self.judges)
 
 
 class EvalSummary(Summary):

@@ -94,6 +94,22 @@ async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir:
     assert all(e["status"] == "ok" for e in store.records("exemplars"))
 
 
+@pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("checklist", False), ("rationale", True)])
+async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Path, protocol: str,
+                                                                     writes: bool) -> None:
+    """facts and checklist were measured without exemplars: judged as measured, and none are written."""
+    summary = await run_eval(config(judge_protocol=protocol), run_dir)
+    store = RunStore(run_dir)
+    questions = store.records("question")
+    assert len(store.records("exemplars")) == (len(questions) if writes else 0)
+    assert summary.roles.get("exemplar_gen", {}).get("calls", 0) == (len(questions) if writes else 0)
+    assert len(store.records("verdict")) == 2 * len(questions) and summary.exit_code == 0
+    requests = [json.loads(r) for (r,) in sqlite3.connect(run_dir / "run.sqlite").execute(
+        "SELECT request FROM calls WHERE role = 'judge'")]
+    prompts = ["".join(m["content"] for m in r["messages"]) for r in requests]
+    assert prompts and all(("[BEGIN EXAMPLES" in p) == writes for p in prompts)
+
+
 async def test_self_judging_is_refused_unless_allowed(run_dir: Path) -> None:
     with pytest.raises(PersonagraphError, match="judge test:agent is also the model under test"):
         await run_eval(config(judges=["test:agent"]), run_dir)

@@ -110,6 +110,7 @@ def build_context(
         shortlist=config.shortlist,
         questions_per_task=config.questions_per_task,
         judge_protocol=config.judge_protocol,
+        exemplars=config.reads_exemplars(),
         on_item=on_item or (lambda stage: None),
     )
 
