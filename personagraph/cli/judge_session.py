@@ -13,6 +13,8 @@ from personagraph.cli._common import (
     ENDPOINT_OPTION,
     console,
     model_settings,
+    progress_bars,
+    progress_display,
     run,
 )
 from personagraph.cli.simulate import render_sessions
@@ -44,7 +46,7 @@ def judge_session_command(
     """Score every agent turn of a saved session and give the session verdict."""
 
     async def body() -> None:
-        with console.status("judging…"):
+        with progress_display(label_width=15, transient=True) as progress:
             summary = await judge_session(
                 file,
                 run_dir,
@@ -52,6 +54,7 @@ def judge_session_command(
                 persona=persona,
                 settings=model_settings(base_url, api_key, endpoint),
                 allow_self_judging=allow_self_judging,
+                on_progress=progress_bars(progress),
             )
         store = RunStore(run_dir, readonly=True)
         try:

@@ -80,7 +80,7 @@ from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, Model
 from personagraph.prompts import load_prompt
 from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
-from personagraph.runs.base import FailedItem, Run, Summary, redact_url, synchronous
+from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import check_judge_names, judge_for, load_plugins
 from personagraph.schemas import short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
@@ -541,9 +541,11 @@ async def judge_session(
     persona: str | None = None,
     settings: ModelSettings | None = None,
     allow_self_judging: bool = False,
+    on_progress: ProgressHandler | None = None,
 ) -> SimulateSummary:
     """Judges a saved transcript (``chat``/``simulate`` JSONL): per-turn scores and the session verdict,
-    written as a ``session`` record, transcripts and ``summary.json`` in ``run_dir``."""
+    written as a ``session`` record, transcripts and ``summary.json`` in ``run_dir``; ``on_progress``
+    receives a ``turns`` event per judged agent turn and a ``session verdict`` one."""
     transcript = read_transcript(path)
     persona = " ".join((persona or transcript["persona"]).split())
     if not persona:
@@ -559,7 +561,7 @@ async def judge_session(
         turns=max(1, max(e["index"] for e in transcript["turns"])),
         allow_self_judging=allow_self_judging,
     )
-    with Run(KIND, run_dir, config) as the_run:
+    with Run(KIND, run_dir, config, on_progress=on_progress) as the_run:
         _record_meta(the_run, None, "judge-session")
         the_run.record(transcript=str(path))
         store, meter = the_run.store, the_run.meter
@@ -568,6 +570,8 @@ async def judge_session(
         clients = [judge_for(s, "judge", **common, max_tokens=200) for s in judge_specs]
         usable, skipped = (clients, []) if allow_self_judging else split_judges(clients, transcript["agent"])
         turns = [dict(e) for e in transcript["turns"]]
+        the_run.expect("turns", sum(e["role"] != "user" for e in turns))
+        the_run.expect("session verdict", 1)
         last_user = ""
         for entry in turns:
             if entry["role"] == "user":
@@ -578,8 +582,10 @@ async def judge_session(
                 entry["scores"], entry["rationales"] = await score_turn(
                     usable, persona, last_user, entry["text"]
                 )
+            the_run.advance("turns")
         verdict_clients = [judge_for(j.name, "session_judge", **common, max_tokens=600) for j in usable]
         verdict = await session_verdict(verdict_clients, persona, turns, skipped)
+        the_run.advance("session verdict")
         values = {
             **transcript,
             "session_id": transcript["id"],

@@ -3,6 +3,7 @@ and its last event reaches it (a bar that stops short, or none at all, is what i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from personagraph import (
     apersobench,
 )
 from personagraph.runs.base import ProgressEvent, ProgressHandler
+from personagraph.runs.simulate import judge_session
 from tests.metrics.test_behavior import write_tsv
 from tests.metrics.test_longlamp import write_jsonl
 from tests.metrics.test_persobench import FAST, write_csv
@@ -53,3 +55,15 @@ async def test_every_stage_announces_its_total_and_reaches_it(kind: str, tmp_pat
     assert last, "no progress at all"
     assert all(event.total for event in last.values()), last  # every stage's total is known
     assert {stage: (e.done, e.total) for stage, e in last.items() if e.done != e.total} == {}
+
+
+async def test_judging_a_saved_session_counts_its_turns_and_the_verdict(tmp_path: Path) -> None:
+    lines = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "howdy"},
+             {"role": "user", "content": "where from?"}, {"role": "assistant", "content": "Texas"}]
+    path = tmp_path / "plain.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    events: list[ProgressEvent] = []
+    await judge_session(path, tmp_path / "run", judges=["test:j"], persona="A cowboy",
+                        on_progress=events.append)
+    last = {event.stage: (event.done, event.total) for event in events}
+    assert last == {"turns": (2, 2), "session verdict": (1, 1)}
