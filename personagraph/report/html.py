@@ -139,8 +139,6 @@ def _eval_headline_html(table: Table) -> str:
 
 def _headline(runs: list[Run], page: Page) -> Section | None:
     tables = headline_tables(runs)
-    if not tables:
-        return None
     parts = []
     for table in tables:
         if table.rows and "_tasks" in table.rows[0]:
@@ -165,6 +163,9 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
                     + (f" · {agreement['note']}" if agreement.get("note") else "")
                     + f" · failed verdicts {run.summary.get('failed_verdicts', 0)} of {run.summary.get('verdicts', 0)}")
             extra.append(f'<p class="note">{esc(text)}</p>')
+    if not parts and not extra:
+        return None
+    # a run with failures but no scores still shows its outcome line: the failures are the headline
     return Section("headline", "Headline", "".join(parts) + "".join(extra))
 
 
@@ -179,7 +180,12 @@ def _outcome_line(run: Run) -> str | None:
     parts += [f"{short} selections/question lists short of the requested count"] * bool(short)
     missing = [m for m, r in (run.summary.get("models") or {}).items() if isinstance(r, dict) and r.get("incomplete")]
     parts += [f"PersonaScore incomplete for {', '.join(missing)}"] * bool(missing)
-    return f"Outcome of {run.name}: " + " · ".join(parts) + " (listed below; re-running the same command retries them)"
+    permanent = sum(bool(f.get("permanent")) for f in run.summary.get("failures") or [] if isinstance(f, dict))
+    retry = ("re-running the same command retries them" if permanent < failures or incomplete
+             else "re-running cannot change them")
+    if permanent:
+        retry += f"; {permanent} permanent: the model's stored reply is unusable, not retried"
+    return f"Outcome of {run.name}: " + " · ".join(parts) + f" (listed below; {retry})"
 
 
 def _model_label(run: Run, model: str, several: bool) -> str:
@@ -330,10 +336,11 @@ def _errors(run: Run, page: Page) -> str:
     if not failures:
         return ""
     body = "".join(f"<tr><td>{esc(f.get('stage'))}</td><td>{esc(f.get('item'))}</td><td>{esc(f.get('model'))}</td>"
-                   f"<td class=\"text\">{esc(f.get('reason'))}</td></tr>" for f in failures)
+                   f"<td class=\"text\">{esc(f.get('reason'))}</td>"
+                   f"<td>{'no (permanent)' if f.get('permanent') else 'yes'}</td></tr>" for f in failures)
     return (f"<details><summary>{len(failures)} failed item(s)</summary><div class=\"scroll\"><table><thead><tr>"
-            f"<th>stage</th><th>item</th><th>model</th><th>reason</th></tr></thead><tbody>{body}</tbody></table>"
-            "</div></details>")
+            f"<th>stage</th><th>item</th><th>model</th><th>reason</th><th>retried on re-run</th></tr></thead>"
+            f"<tbody>{body}</tbody></table></div></details>")
 
 
 def _config(run: Run, page: Page) -> str:

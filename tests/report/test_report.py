@@ -174,3 +174,19 @@ def test_truncated_store_and_bad_summary(eval_run: Path, tmp_path: Path) -> None
     (copy / "summary.json").write_text("{not json")
     with pytest.raises(PersonagraphError, match="summary.json: not valid JSON"):
         load_run(copy)
+
+
+def test_permanent_failures_are_not_promised_a_retry(tmp_path: Path) -> None:
+    """A verdict that never parses comes back identical on a re-run: the report says so per item."""
+    from personagraph.api import evaluate
+
+    run_dir = tmp_path / "run"
+    summary = evaluate(PERSONAS[0], models=["test:a"], judges=["test:broken"], generator="test:gen",
+                       environments=2, questions_per_task=1, run_dir=run_dir)
+    assert summary.failures and all(f.permanent for f in summary.failures)
+    out = tmp_path / "report.html"
+    write_report([run_dir], out)
+    page = html.unescape(out.read_text(encoding="utf-8"))
+    assert f"{len(summary.failures)} permanent: the model's stored reply is unusable, not retried" in page
+    assert "re-running cannot change them" in page and "retries them" not in page
+    assert page.count("no (permanent)") == len(summary.failures)
