@@ -36,8 +36,10 @@ def plain(*parts: str | Text, style: str | None = None) -> Text:
     return out
 
 
-def key_column(table: Table, header: str, values: Iterable[str], **options: Any) -> None:
+def key_column(table: Table, header: str | Text, values: Iterable[str], **options: Any) -> None:
     """Adds a column of cells people copy (model specs, ids): as wide as its longest value and never cut
-    or wrapped, however narrow the terminal or pipe (80 columns); the table's other columns give way."""
+    or wrapped, however narrow the terminal or pipe (80 columns); the table's other columns give way.
+    A ``Text`` header is shown as it is (never read as markup) and never cut either."""
     width = max((len(value) for value in values), default=0)
-    table.add_column(header, no_wrap=True, min_width=max(width, len(header)), **options)
+    header_width = len(header.plain if isinstance(header, Text) else header)
+    table.add_column(header, no_wrap=True, min_width=max(width, header_width), **options)

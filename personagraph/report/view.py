@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -53,13 +53,14 @@ def render_summary(summary: dict) -> RichTable:
     return table
 
 
-def rich_table(table: Table, *, show_note: bool = True) -> RichTable:
+def rich_table(table: Table, *, show_note: bool = True) -> RenderableType:
     """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup).
 
     Numbers never wrap (their column is at least as wide as its longest value); headers and text wrap.
+    A wide table with few rows is turned (see :class:`_Turned`).
     """
     if len(table.columns) > 7 and len(table.rows) <= 6:
-        return _transposed(table, show_note=show_note)
+        return _Turned(table, show_note=show_note)
     out = RichTable(title=Text(table.title), caption=Text(table.note) if show_note and table.note else None,
                     caption_justify="left")
     cells = [[fmt(row.get(c.key), c.fmt) for c in table.columns] for row in table.rows]
@@ -73,19 +74,46 @@ def rich_table(table: Table, *, show_note: bool = True) -> RichTable:
     return out
 
 
-def _transposed(table: Table, *, show_note: bool) -> RichTable:
-    """A wide table with few rows, turned: one line per column, one column per row (like ``eval``'s)."""
-    labels = [c for c in table.columns if c.fmt == "text"]
-    values = [c for c in table.columns if c.fmt != "text"]
-    out = RichTable(title=Text(table.title), caption=Text(table.note) if show_note and table.note else None,
-                    caption_justify="left")
-    out.add_column("")
-    for row in table.rows:
-        name = " · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, ""))
-        out.add_column(Text(name or "—"), justify="right", overflow="fold")
-    for column in values:
-        out.add_row(Text(column.label), *(Text(fmt(row.get(column.key), column.fmt)) for row in table.rows))
-    return out
+class _Turned:
+    """A wide table with few rows, turned: one line per column, one column per row (like ``eval``'s).
+
+    A row's column is headed by its name (its text cells: a model spec, a run), which people copy, so it
+    is never cut (``terminal.key_column``). The width is only known when rendering: rows whose columns do
+    not fit beside each other go on into another turned table below, with the same lines.
+    """
+
+    def __init__(self, table: Table, *, show_note: bool) -> None:
+        self.table = table
+        self.show_note = show_note
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        labels = [c for c in self.table.columns if c.fmt == "text"]
+        values = [c for c in self.table.columns if c.fmt != "text"]
+        label_width = max((len(c.label) for c in values), default=0)
+        columns = []  # (name, cells, width) per row
+        for row in self.table.rows:
+            name = " · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, "")) or "—"
+            cells = [fmt(row.get(c.key), c.fmt) for c in values]
+            columns.append((name, cells, max(len(name), *(len(cell) for cell in cells))))
+        groups: list[list[tuple[str, list[str], int]]] = [[]]
+        used = label_width + 4  # a cell's padding (2) and border (1), and the closing border
+        for column in columns:
+            if groups[-1] and used + column[2] + 3 > options.max_width:
+                groups.append([])
+                used = label_width + 4
+            groups[-1].append(column)
+            used += column[2] + 3
+        for i, group in enumerate(groups):
+            last = i == len(groups) - 1
+            note = self.table.note if last and self.show_note else ""
+            out = RichTable(title=Text(self.table.title) if i == 0 else None, caption_justify="left",
+                            caption=Text(note) if note else None)
+            out.add_column("")  # wraps before a name is cut
+            for name, cells, _ in group:
+                key_column(out, Text(name), cells, justify="right")
+            for j, column in enumerate(values):
+                out.add_row(Text(column.label), *(Text(cells[j]) for _, cells, _ in group))
+            yield out
 
 
 def _eval_view(run: Run) -> list[RenderableType]:
