@@ -32,11 +32,11 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
@@ -134,6 +134,9 @@ def failed_records(stage: str, records: Iterable[dict[str, Any]], model: str | N
         for r in records
         if is_failed(r)
     ]
+
+
+GENERATIONS = "generations"  # the stage of a failed generation record (:func:`generate_pending`)
 
 
 def record_failures(stage: str, record: dict[str, Any] | None, model: str | None) -> list[FailedItem] | None:
@@ -403,3 +406,40 @@ class Run:
         path = self.run_dir / name
         path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
         return path
+
+
+class HasId(Protocol):
+    id: str
+
+
+ItemT = TypeVar("ItemT", bound=HasId)
+
+
+async def generate_pending(
+    run: Run,
+    items: Sequence[ItemT],
+    generate: Callable[[ItemT], Awaitable[BaseModel | dict[str, Any]]],
+    *,
+    kind: str,
+    unit: str,
+    model: str,
+    stage: str,
+) -> list[dict[str, Any]]:
+    """Generates, concurrently, every one of ``items`` that :meth:`Run.pending` says has work (no stored
+    ``kind`` record in ``unit`` yet, or a failed one to retry), storing each record as it finishes (id
+    ``unit|item id``) and advancing ``stage``; a failed record's stage is ``generations``.
+
+    Returns:
+        The stored records of ``items`` (this run's and earlier ones), in ``items``' order.
+    """
+    stored = {record["id"]: record for record in run.store.records(kind, unit=unit)}
+    todo = [item for item in items if run.pending(record_failures(GENERATIONS, stored.get(item.id), model))]
+    run.expect(stage, len(todo))
+
+    async def one(item: ItemT) -> None:
+        run.store.put(kind, f"{unit}|{item.id}", await generate(item), unit=unit)
+        run.advance(stage)
+
+    await asyncio.gather(*(one(item) for item in todo))
+    stored = {record["id"]: record for record in run.store.records(kind, unit=unit)}
+    return [stored[item.id] for item in items if item.id in stored]

@@ -35,19 +35,19 @@ from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.records import StoredItem, register_record_type
 from personagraph.runs.base import (
+    GENERATIONS,
     ProgressHandler,
     Run,
     Summary,
     failed_records,
+    generate_pending,
     is_failed,
-    record_failures,
     synchronous,
 )
 
 SUMMARY_FILE = "longlamp_summary.json"
 GENERATION = f"{KIND}.generation"
 register_record_type(GENERATION, StoredItem)
-STAGE = "generations"  # the stage of a failed item
 
 
 class LongLaMPSummary(Summary):
@@ -99,50 +99,33 @@ async def run(
     ) as the_run:
         the_run.record(prompt=load_prompt("longlamp_generation").version)
         store, meter = the_run.store, the_run.meter
-        stage = config.unit
         sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
         client = ModelClient.create(
             config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
-        stored = {r["id"]: r for r in store.records(GENERATION, unit=config.unit)}
-        todo = [r for r in records if the_run.pending(record_failures(STAGE, stored.get(r.id), config.model))]
-        the_run.expect(stage, len(todo))
-        retrieved = await asyncio.to_thread(
-            lambda: [
-                retrieve(
-                    config.retriever,
-                    r.input,
-                    r.profile,
-                    config.k,
-                    seed=config.seed,
-                    key=r.id,
-                    embedding_model=config.embedding_model,
-                )
-                for r in todo
-            ]
-        )
+        retrieving = asyncio.Lock()  # one retrieval at a time, off the event loop (the dense one embeds)
 
-        async def one(record: LongLaMPRecord, indices: list[int]) -> None:
+        async def one(record: LongLaMPRecord) -> LongLaMPGeneration | dict[str, str | None]:
+            async with retrieving:
+                indices = await asyncio.to_thread(
+                    retrieve, config.retriever, record.input, record.profile, config.k,
+                    seed=config.seed, key=record.id, embedding_model=config.embedding_model,
+                )
             started = time.perf_counter()
             result = await client.complete(longlamp_messages(record, indices))
             elapsed = time.perf_counter() - started
-            generation: LongLaMPGeneration | dict[str, str | None] = (
-                LongLaMPGeneration(
-                    id=record.id,
-                    retrieved=indices,
-                    text=result.text.strip(),
-                    response_time_s=0.0 if result.cached else elapsed,
-                    cached=result.cached,
-                )
-                if result.ok
-                else {"id": record.id, "status": "failed", "error": result.error}
+            if not result.ok:
+                return {"id": record.id, "status": "failed", "error": result.error}
+            return LongLaMPGeneration(
+                id=record.id,
+                retrieved=indices,
+                text=result.text.strip(),
+                response_time_s=0.0 if result.cached else elapsed,
+                cached=result.cached,
             )
-            store.put(GENERATION, f"{config.unit}|{record.id}", generation, unit=config.unit)
-            the_run.advance(stage)
 
-        await asyncio.gather(*(one(r, ix) for r, ix in zip(todo, retrieved, strict=True)))
-        stored = {r["id"]: r for r in store.records(GENERATION, unit=config.unit)}
-        current = [stored[r.id] for r in records if r.id in stored]
+        current = await generate_pending(the_run, records, one, kind=GENERATION, unit=config.unit,
+                                         model=config.model, stage=config.unit)
         generations = [LongLaMPGeneration.model_validate(r) for r in current if not is_failed(r)]
         by_id = {r.id: r for r in records}
         items = [
@@ -163,7 +146,7 @@ async def run(
             items=len(records),
             generated=len(generations),
             unfinished=len(records) - len(generations),
-            failures=failed_records(STAGE, current, config.model),
+            failures=failed_records(GENERATIONS, current, config.model),
             incomplete=len(records) - len(current),
             cost=cost_report(
                 [g.text for g in generations], [g.response_time_s for g in generations if not g.cached]

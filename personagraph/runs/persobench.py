@@ -31,19 +31,19 @@ from personagraph.models import ModelClient, ModelSettings, parse_spec
 from personagraph.prompts import load_prompt
 from personagraph.records import StoredItem, register_record_type
 from personagraph.runs.base import (
+    GENERATIONS,
     ProgressHandler,
     Run,
     Summary,
     failed_records,
+    generate_pending,
     is_failed,
-    record_failures,
     synchronous,
 )
 
 SUMMARY_FILE = "persobench_summary.json"
 GENERATION = f"{KIND}.generation"
 register_record_type(GENERATION, StoredItem)
-STAGE = "generations"  # the stage of a failed item
 
 
 class PersoBenchSummary(Summary):
@@ -97,27 +97,19 @@ async def run(
     ) as the_run:
         the_run.record(**{f"prompt:{config.mode}": load_prompt(f"persobench_{config.mode}").version})
         store, meter = the_run.store, the_run.meter
-        stage = f"{config.model} ({config.mode})"
         sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
         client = ModelClient.create(
             config.model, KIND, store=store, meter=meter, settings=settings, **sampling
         )
-        stored = {record["id"]: record for record in store.records(GENERATION, unit=config.unit)}
-        todo = [i for i in items if the_run.pending(record_failures(STAGE, stored.get(i.id), config.model))]
-        the_run.expect(stage, len(todo))
 
-        async def one(item: PersoBenchItem) -> None:
-            generation: Generation | dict[str, str]
+        async def one(item: PersoBenchItem) -> Generation | dict[str, str]:
             try:
-                generation = await generate(item, client, config.mode)
+                return await generate(item, client, config.mode)
             except CallFailed as exc:
-                generation = {"id": item.id, "status": "failed", "error": str(exc)}
-            store.put(GENERATION, f"{config.unit}|{item.id}", generation, unit=config.unit)
-            the_run.advance(stage)
+                return {"id": item.id, "status": "failed", "error": str(exc)}
 
-        await asyncio.gather(*(one(item) for item in todo))
-        stored = {record["id"]: record for record in store.records(GENERATION, unit=config.unit)}
-        current = [stored[item.id] for item in items if item.id in stored]
+        current = await generate_pending(the_run, items, one, kind=GENERATION, unit=config.unit,
+                                         model=config.model, stage=f"{config.model} ({config.mode})")
         generations = [Generation.model_validate(r) for r in current if not is_failed(r)]
         by_id = {item.id: item for item in items}
         score_items = [
@@ -143,7 +135,7 @@ async def run(
             unfinished=len(items) - len(generations),
             cost=cost,
             scores=report,
-            failures=failed_records(STAGE, current, config.model),
+            failures=failed_records(GENERATIONS, current, config.model),
             incomplete=len(items) - len(current),
         )
         rows = [
