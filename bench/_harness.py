@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -77,6 +78,41 @@ class ServerProcess:
         """User + system CPU seconds the server process has used (Linux /proc)."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def switches(self) -> Switches:
+        """The server's context switches so far, summed over its threads (Linux /proc)."""
+        total = Switches(0, 0)
+        for status in Path(f"/proc/{self.process.pid}/task").glob("*/status"):
+            try:
+                fields = dict(row.split(":", 1) for row in status.read_text().splitlines() if ":" in row)
+            except OSError:  # a thread that ended while we read
+                continue
+            total += Switches(int(fields["voluntary_ctxt_switches"]),
+                              int(fields["nonvoluntary_ctxt_switches"]))
+        return total
+
+
+@dataclass(frozen=True)
+class Switches:
+    """Context switches: voluntary (the thread slept: a wake-up each) and involuntary (it was preempted).
+
+    A count of wake-ups, unlike CPU time, does not depend on how busy or cold the machine is.
+    """
+
+    voluntary: int
+    involuntary: int
+
+    def __add__(self, other: Switches) -> Switches:
+        return Switches(self.voluntary + other.voluntary, self.involuntary + other.involuntary)
+
+    def __sub__(self, other: Switches) -> Switches:
+        return Switches(self.voluntary - other.voluntary, self.involuntary - other.involuntary)
+
+
+def own_switches() -> Switches:
+    """This process's context switches so far, every thread included (ended ones too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return Switches(usage.ru_nvcsw, usage.ru_nivcsw)
 
 
 @contextmanager

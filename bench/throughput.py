@@ -10,7 +10,13 @@ of its CPU is counted (its own CPU per request is printed beside). Targets: ≥ 
 CPU time per call is not load-proof. At low concurrency every reply wakes the process on its own, and
 on a shared VM each wake-up runs on cold caches: the fake server, which does the same fixed work per
 request, shows it too (its ``srv ms/call`` rises at low C in step with ours), so read the two columns
-together and quote the load average printed beside each level.
+together and quote the load average printed beside each level. ``switches/call`` counts what a clock
+cannot be trusted for: context switches per call, ``voluntary+involuntary`` — a voluntary one is a
+thread going to sleep and being woken again (every thread of this process, from getrusage; the
+server's summed over its threads from /proc). On the 2-core Firecracker VM this project runs on (nested
+PVM: kernel entries are dear), a Python thread's sleep → wake costs ~20 µs of CPU back to back and
+~90-260 µs after 30-250 ms asleep, at load 2.5: at C = 8 wake-ups are the price, so fewer per call is
+the lever (the store writer: one per batch, the checkpointer: none).
 
     .venv/bin/python bench/throughput.py [--personas 50] [--delay 2.0] [--concurrency 1,8,32,128]
 
@@ -37,7 +43,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._harness import ServerProcess, fake_server, load_average, machine, personas  # noqa: E402
+from bench._harness import (  # noqa: E402
+    ServerProcess,
+    Switches,
+    fake_server,
+    load_average,
+    machine,
+    own_switches,
+    personas,
+)
 from personagraph.cli.eval import _fast_event_loop  # noqa: E402
 from personagraph.models import ModelSettings  # noqa: E402
 from personagraph.runs.eval import EvalConfig  # noqa: E402
@@ -52,15 +66,24 @@ async def one_run(server: ServerProcess, people: list, concurrency: int) -> dict
                         generator="openai:generator-model", concurrency=concurrency)
     settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
     server.reset()
-    server_cpu = server.cpu_s()
+    server_cpu, server_switches = server.cpu_s(), server.switches()
     with tempfile.TemporaryDirectory() as run_dir:
-        cpu, started = time.process_time(), time.perf_counter()
+        cpu, switches, started = time.process_time(), own_switches(), time.perf_counter()
         summary = await run_eval(config, run_dir, settings=settings)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        switches = own_switches() - switches
+    server_switches = server.switches() - server_switches
     stats = server.stats()
     return {"calls": summary.llm_calls, "requests": stats["requests_total"], "wall": wall, "cpu": cpu,
+            "switches": switches, "server_switches": server_switches,
             "max_in_flight": stats["max_in_flight"], "server_cpu": server.cpu_s() - server_cpu,
             "finished": summary.personas_finished, "personas": len(people)}
+
+
+def per_call(switches: Switches, calls: int) -> str:
+    """Context switches per call as ``voluntary+involuntary`` (wake-ups + preemptions)."""
+    calls = max(calls, 1)
+    return f"{switches.voluntary / calls:.1f}+{switches.involuntary / calls:.1f}"
 
 
 def cpu_check(results: dict[int, dict], n_personas: int) -> tuple[list[int], float]:
@@ -90,8 +113,8 @@ async def bench(
     print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own "
           "process")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "
-          f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'max in flight':>13} {'srv ms/call':>11}  "
-          "load avg at start → end")
+          f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'switches/call':>13} {'max in flight':>13} "
+          f"{'srv ms/call':>11} {'srv switches/call':>17}  load avg at start → end")
     results = {}
     for level in levels:
         people = personas(min(sequential, n_personas) if level == 1 else n_personas)
@@ -105,8 +128,9 @@ async def bench(
         results[level] = r
         print(f"{level:>5} {r['personas']:>8} {r['calls']:>6} {r['wall']:>8.2f} {rate:>8.1f} {ideal:>9.1f} "
               f"{r['ratio']:>6.2f} {sequential_s:>8.1f} {r['speedup']:>7.1f}× {r['cpu_ms']:>11.2f} "
-              f"{r['max_in_flight']:>13} {1000 * r['server_cpu'] / max(r['requests'], 1):>11.2f}  {load} → "
-              f"{load_average()}")
+              f"{per_call(r['switches'], r['calls']):>13} {r['max_in_flight']:>13} "
+              f"{1000 * r['server_cpu'] / max(r['requests'], 1):>11.2f} "
+              f"{per_call(r['server_switches'], r['requests']):>17}  {load} → {load_average()}")
         if r["finished"] != r["personas"] or r["requests"] != r["calls"]:
             print(f"      note: {r['finished']}/{r['personas']} personas finished, {r['requests']} requests "
                   f"for {r['calls']} calls")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from bench.throughput import CPU_TARGET_MS, cpu_check, cpu_target_line
+import time
+
+from bench._harness import Switches, own_switches
+from bench.throughput import CPU_TARGET_MS, cpu_check, cpu_target_line, per_call
 
 
 def test_one_slow_level_fails_the_cpu_target_that_a_pooled_average_would_pass() -> None:
@@ -24,3 +27,10 @@ def test_the_last_line_says_met_or_not_at_each_level() -> None:
     assert line == "cpu_target ≤2ms @8 2.31 NOT met, @32 1.94 met, @128 2.00 met: NOT met"
     results[8]["cpu_ms"] = 1.5
     assert cpu_target_line(results, 50).endswith("@8 1.50 met, @32 1.94 met, @128 2.00 met: met")
+
+
+def test_context_switches_are_counted_and_printed_per_call() -> None:
+    before = own_switches()
+    time.sleep(0.01)  # sleeping is a voluntary switch
+    assert (own_switches() - before).voluntary >= 1
+    assert per_call(Switches(31, 6), 10) == "3.1+0.6"
