@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,5 +100,21 @@ async def test_aflush_commits_without_a_worker_thread(run_dir: Path) -> None:
         await store.aflush()
         assert _committed(run_dir) == 1
         await store.aflush()  # nothing queued since: returns at once
+    finally:
+        store.close()
+
+
+async def test_the_checkpointer_runs_on_the_event_loop_without_a_thread(run_dir: Path) -> None:
+    # AsyncSqliteSaver sent every cursor step to a thread of its own and back (about one wake-up per LLM
+    # call at C = 8); the run directory's checkpointer reads and writes inline.
+    store = RunStore(run_dir, write_behind=True)
+    try:
+        before = set(threading.enumerate())
+        async with sqlite_checkpointer(run_dir, store) as saver:
+            config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            saved = await saver.aput(config, empty_checkpoint(), {}, {})
+            assert (await saver.aget_tuple(saved)) is not None
+            assert [c async for c in saver.alist(config)]
+            assert set(threading.enumerate()) <= before
     finally:
         store.close()
