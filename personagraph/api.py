@@ -7,7 +7,8 @@
 Arguments are the run kind's config fields under the same names as the CLI's flags (``--questions-per-task``
 is ``questions_per_task=``), plus where to run (``run_dir``), the endpoint (``base_url``, ``api_key``) and a
 progress callback. ``models`` takes model specs, ``module:attr`` plug-in paths and agent objects in one
-list. A bad argument is a :class:`~personagraph.errors.PersonagraphError` naming it.
+list, ``judges`` the same with judge objects. A bad argument is a
+:class:`~personagraph.errors.PersonagraphError` naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from personagraph.agents import Agent
-from personagraph.agents.plugin import adapt
+from personagraph.judges.base import Judge
 from personagraph.judges.meta_eval import MetaEvalConfig
 from personagraph.metrics.behavior import BehaviorConfig
 from personagraph.metrics.longlamp import LongLaMPConfig
@@ -31,7 +32,7 @@ from personagraph.runs import meta_eval as meta_eval_run
 from personagraph.runs import persobench as persobench_run
 from personagraph.runs import simulate as simulate_run
 from personagraph.runs.base import ProgressHandler, make_config, synchronous
-from personagraph.runs.plugins import is_plugin_path, object_name, split_models
+from personagraph.runs.plugins import as_agent, is_plugin_path, object_name, split_judge_objects, split_models
 from personagraph.schemas import Persona
 
 
@@ -47,7 +48,7 @@ async def aevaluate(
     personas: str | Persona | Sequence[str | Persona],
     *,
     models: Sequence[Any] | None = None,
-    judges: Sequence[str] | None = None,
+    judges: Sequence[Any] | None = None,
     run_dir: str | Path = "runs/eval",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -64,7 +65,9 @@ async def aevaluate(
         models: the agents under test: model specs (``local:qwen2.5-coder-0.5b``), plug-in paths
             (``module:attr``) and agent objects (an :class:`~personagraph.agents.Agent`, a chat model,
             a Runnable, a function ``(messages) -> str``, a compiled graph); default: the embedded 0.5B.
-        judges: judge model specs (default: the embedded 1.5B).
+        judges: the judges: model specs, plug-in paths and judge objects (a
+            :class:`~personagraph.judges.base.Judge`, or anything ``models`` takes: its reply is read as
+            the verdict's JSON); default: the embedded 1.5B.
         run_dir: where results go; the same directory resumes the run.
         base_url, api_key: the OpenAI-compatible endpoint for ``openai:`` specs.
         endpoints: named endpoints for ``openai@NAME:model`` specs, as :class:`~personagraph.models.Endpoint`
@@ -75,17 +78,19 @@ async def aevaluate(
             ``environments``, ``questions_per_task``, ``shortlist``, ``benchmark``, ``seed``, …).
     """
     fields: dict[str, Any] = dict(options, personas=personas)
-    agents: list[Any] = []
+    agents: list[Agent] = []
+    judge_objects: list[Judge] = []
     if models is not None:
         fields["models"], agents = split_models(models)
     if judges is not None:
-        fields["judges"] = list(judges)
+        fields["judges"], judge_objects = split_judge_objects(judges)
     config = make_config(eval_run.EvalConfig, **fields)
     return await eval_run.run(
         config,
         run_dir,
         settings=settings_for(base_url, api_key, endpoints),
         agents=agents,
+        judge_objects=judge_objects,
         on_progress=on_progress,
         executor=executor,
         ray_address=ray_address,
@@ -99,7 +104,7 @@ async def asimulate(
     persona: str | Persona,
     *,
     model: Any = None,
-    judges: Sequence[str] | None = None,
+    judges: Sequence[Any] | None = None,
     run_dir: str | Path = "runs/simulate",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -114,26 +119,29 @@ async def asimulate(
         persona: the persona the agent plays: a description or a :class:`Persona`.
         model: the agent under test: a model spec, a ``module:attr`` plug-in path or an agent object
             (default: the embedded 0.5B).
-        judges: judge model specs (``[]``: no judging).
+        judges: model specs, plug-in paths and judge objects, as :func:`aevaluate` takes them (``[]``: no
+            judging).
         **options: any other :class:`~personagraph.runs.simulate.SimulateConfig` field (``turns``,
             ``sessions``, ``adversarial``, ``user_model``, ``scenario``, …).
     """
     description = persona.description if isinstance(persona, Persona) else persona
     fields: dict[str, Any] = dict(options, persona=description)
     agent: Agent | None = None
+    judge_objects: list[Judge] = []
     if isinstance(model, str):
         fields["agent" if is_plugin_path(model) else "model"] = model
     elif model is not None:
-        agent = model if isinstance(model, Agent) else adapt(model, object_name(model))
+        agent = as_agent(model, object_name(model))
         fields["model"] = agent.name
     if judges is not None:
-        fields["judges"] = list(judges)
+        fields["judges"], judge_objects = split_judge_objects(judges)
     config = make_config(simulate_run.SimulateConfig, **fields)
     return await simulate_run.run(
         config,
         run_dir,
         settings=settings_for(base_url, api_key, endpoints),
         agent=agent,
+        judge_objects=judge_objects,
         checkpoint_url=checkpoint_url,
         on_event=on_event,
     )
@@ -142,7 +150,7 @@ async def asimulate(
 async def ameta_evaluate(
     items: str | Path,
     *,
-    judges: Sequence[str],
+    judges: Sequence[Any],
     run_dir: str | Path = "runs/meta-eval",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -150,16 +158,20 @@ async def ameta_evaluate(
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> meta_eval_run.MetaEvalSummary:
-    """Meta-evaluates judges against human-rated items (ρ, τ, κ, MAE with CIs); ``**options`` are the other
+    """Meta-evaluates judges (model specs, plug-in paths and judge objects, as :func:`aevaluate` takes them)
+    against human-rated items (ρ, τ, κ, MAE with CIs); ``**options`` are the other
     :class:`~personagraph.judges.meta_eval.MetaEvalConfig` fields (``criteria``, ``rubric_files``, …)."""
-    config = make_config(MetaEvalConfig, **options, items=str(items), judges=list(judges))
+    names, judge_objects = split_judge_objects(judges)
+    config = make_config(MetaEvalConfig, **options, items=str(items), judges=names)
     return await meta_eval_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints), judge_objects=judge_objects,
+        on_progress=on_progress,
     )
 
 
 async def ajudge_check(
     *,
+    judges: Sequence[Any] | None = None,
     run_dir: str | Path = "runs/judge-check",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -167,11 +179,17 @@ async def ajudge_check(
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> judge_check_run.JudgeCheckSummary:
-    """Checks judges with controlled variants of answers (from an eval run, ``from_run=``, or an items file,
-    ``items=``); ``**options`` are :class:`~personagraph.runs.judge_check.JudgeCheckConfig` fields."""
+    """Checks judges (model specs, plug-in paths and judge objects, as :func:`aevaluate` takes them; default:
+    the source's) with controlled variants of answers (from an eval run, ``from_run=``, or an items file,
+    ``items=``); ``**options`` are the other :class:`~personagraph.runs.judge_check.JudgeCheckConfig`
+    fields."""
+    judge_objects: list[Judge] = []
+    if judges is not None:
+        options["judges"], judge_objects = split_judge_objects(judges)
     config = make_config(judge_check_run.JudgeCheckConfig, **options)
     return await judge_check_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints), judge_objects=judge_objects,
+        on_progress=on_progress,
     )
 
 

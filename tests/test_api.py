@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -9,7 +10,10 @@ import pytest
 
 import personagraph
 from personagraph import PersonagraphError, aevaluate, evaluate
+from personagraph.models import Structured
 from personagraph.runs import eval as eval_run
+from tests.runs.test_judge_check import write_items
+from tests.runs.test_meta_eval_outcome import write_items as write_rated_items
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CONFIG = {"judges": ["test:judge"], "generator": "test:gen", "environments": 1, "questions_per_task": 1}
@@ -97,3 +101,61 @@ def test_simulate_takes_an_agent_object(tmp_path: Path) -> None:
         run_dir=tmp_path,
     )
     assert summary.overall["finished"] == 1 and summary.sessions[0]["agent"].endswith("<lambda>")
+
+
+class FixedJudge:
+    """A :class:`~personagraph.Judge` object: every verdict is a 3, and it counts its calls."""
+
+    name = "fixed-judge"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def structured(self, messages: list[dict[str, str]], schema: type, **options: object) -> Structured:
+        self.calls += 1
+        verdict = {"score": 3, "rationale": "steady", "contradictions": []}
+        return Structured(status="ok", value=schema.model_validate(verdict), raw=json.dumps(verdict))
+
+
+def test_one_judges_list_takes_specs_and_judge_objects(tmp_path: Path) -> None:
+    judge = FixedJudge()
+
+    def fours(messages: list[dict[str, str]]) -> str:  # a plug-in-able object: its reply is the verdict's JSON
+        return '{"score": 4, "rationale": "ok"}'
+
+    options = CONFIG | {"judges": [judge, "test:judge", fours]}
+    summary = evaluate("A nurse", models=["test:agent"], run_dir=tmp_path, **options)
+    name = f"{__name__}:test_one_judges_list_takes_specs_and_judge_objects.<locals>.fours"
+    assert set(summary.per_judge_mean) == {"fixed-judge", "test:judge", name}
+    assert summary.per_judge_mean["fixed-judge"] == 3.0 and summary.per_judge_mean[name] == 4.0
+    assert judge.calls == summary.verdicts // 3 > 0 and summary.failed_verdicts == 0
+    again = evaluate("A nurse", models=["test:agent"], run_dir=tmp_path, **options)
+    assert again.llm_calls == 0 and judge.calls == summary.verdicts // 3  # resumed: nothing asked again
+
+
+def test_judge_objects_in_every_verb_that_takes_judges(tmp_path: Path) -> None:
+    judge = FixedJudge()
+    session = personagraph.simulate("A nurse", model="test:agent", user_model="test:user", judges=[judge],
+                                     turns=1, run_dir=tmp_path / "simulate")
+    assert session.judges == ["fixed-judge"] and set(session.sessions[0]["task_means"].values()) == {3.0}
+    calls = judge.calls
+    meta = personagraph.meta_evaluate(write_rated_items(tmp_path / "rated.jsonl"), judges=[judge],
+                                      n_resamples=100, run_dir=tmp_path / "meta")
+    assert meta.exit_code == 0 and judge.calls > calls
+    calls = judge.calls
+    check = personagraph.judge_check(items=str(write_items(tmp_path / "items.jsonl")), judges=[judge],
+                                     generator="test:gen", n_resamples=200, run_dir=tmp_path / "check")
+    assert check.exit_code == 0 and check.failures == [] and judge.calls > calls
+
+
+async def test_a_judge_object_must_be_listed_and_cannot_go_to_ray(tmp_path: Path) -> None:
+    config = eval_run.EvalConfig(personas=["A nurse"], models=["test:agent"], **CONFIG)
+    with pytest.raises(PersonagraphError, match="^judge_objects: 'fixed-judge' is not in judges; list its name"):
+        await eval_run.run(config, tmp_path / "a", judge_objects=[FixedJudge()])
+    with pytest.raises(PersonagraphError, match=r"pass the path instead of the judge object \(fixed-judge\)"):
+        await aevaluate("A nurse", models=["test:agent"], run_dir=tmp_path / "b", executor="ray",
+                        **CONFIG | {"judges": [FixedJudge()]})
+    with pytest.raises(PersonagraphError, match="^generator: the first judge 'fixed-judge' is a judge object"):
+        await aevaluate("A nurse", models=["test:agent"], judges=[FixedJudge()], run_dir=tmp_path / "c")
+    with pytest.raises(PersonagraphError, match="^judges: 'fixed-judge' is given twice"):
+        await aevaluate("A nurse", judges=[FixedJudge(), FixedJudge()], run_dir=tmp_path / "d")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from personagraph.agents import Agent
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
+from personagraph.judges.base import Judge
 from personagraph.judges.protocols import get_protocol, reads_exemplars
 from personagraph.judges.scoring import summarize_scores
 from personagraph.models import ModelSettings, parse_spec
@@ -28,7 +29,7 @@ from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.executors.base import unit_outcome
-from personagraph.runs.plugins import Plugins, is_plugin_path, load_plugins
+from personagraph.runs.plugins import Plugins, given_by_name, is_plugin_path, load_plugins
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 from personagraph.store import RunStore
 
@@ -158,6 +159,7 @@ async def run(
     *,
     settings: ModelSettings | None = None,
     agents: list[Agent] | None = None,
+    judge_objects: list[Judge] | None = None,
     on_progress: ProgressHandler | None = None,
     executor: str = "local",
     ray_address: str | None = None,
@@ -172,6 +174,8 @@ async def run(
         settings: endpoint settings shared by the roles (base URL, API key).
         agents: agent objects under test (``local`` executor only, as objects need not pickle); each
             one's ``name`` must be in ``config.models``.
+        judge_objects: judge objects (any :class:`~personagraph.judges.base.Judge`; ``local`` executor
+            only); each one's ``name`` must be in ``config.judges``.
         on_progress: receives a :class:`~personagraph.runs.base.ProgressEvent` per finished item.
         executor: ``local`` (this process's event loop) or ``ray`` (persona units as Ray tasks).
         ray_address: the Ray cluster to join (default: a running one, or start one on this machine).
@@ -184,14 +188,20 @@ async def run(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )
     objects = list(agents or [])
-    for agent in objects:
-        if agent.name not in config.models:
-            raise PersonagraphError(f"agents: {agent.name!r} is not in models; list its name there")
-    named = {agent.name for agent in objects}
+    named = set(given_by_name(objects, config.models, "agents", "models"))
+    given_judges = given_by_name(judge_objects or [], config.judges, "judge_objects", "judges")
     plugins, _ = Plugins.from_paths(m for m in config.models if m not in named and is_plugin_path(m))
-    plugin_judges = load_plugins(j for j in config.judges if is_plugin_path(j))  # a bad path fails here
+    plugin_judges = load_plugins(  # a bad path fails here
+        j for j in config.judges if j not in given_judges and is_plugin_path(j)
+    )
+    known = named | set(plugins.paths) | {j.name for j in plugin_judges} | set(given_judges)
+    if (config.generator or config.judges[0]) in given_judges:
+        raise PersonagraphError(
+            f"generator: the first judge {config.judges[0]!r} is a judge object; pass generator= a model spec "
+            "(it writes the environments, questions and exemplars)"
+        )
     for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
-        if spec not in named and spec not in plugins.paths and spec not in {j.name for j in plugin_judges}:
+        if spec not in known:
             parse_spec(spec)
     for spec in config.judges:
         get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
@@ -210,6 +220,7 @@ async def run(
             run_dir=Path(run_dir),
             settings=settings,
             agents=objects or None,
+            judges=list(given_judges.values()) or None,
             plugins=plugins,
             on_item=run.advance,
         )
@@ -223,7 +234,7 @@ async def run(
                                                  seed=config.seed, concurrency=config.concurrency,
                                                  retry_failed=config.retry_failed)
             found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
-                                          on_progress=on_progress)
+                                          judge_objects=judge_objects, on_progress=on_progress)
             summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]
             _add_outcome(summary, found, "judge-check")
         return run.finish(summary)

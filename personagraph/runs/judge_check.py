@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
+from personagraph.judges.base import Judge
 from personagraph.judges.judge import score_response
 from personagraph.judges.meta_eval import CriterionCatalogue, load_items, question_text
 from personagraph.judges.protocols import get_protocol
@@ -55,7 +56,7 @@ from personagraph.prompts import load_prompt
 from personagraph.records import register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
-from personagraph.runs.plugins import check_judge_names, judge_for
+from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for
 from personagraph.schemas import Answer, Persona, Question
 from personagraph.store import RunStore
 
@@ -251,6 +252,7 @@ async def run(
     run_dir: str | Path,
     *,
     settings: ModelSettings | None = None,
+    judge_objects: list[Judge] | None = None,
     on_progress: ProgressHandler | None = None,
 ) -> JudgeCheckSummary:
     """Builds the variants, has every judge score every original and variant, and writes ``judge_check.json``.
@@ -260,6 +262,8 @@ async def run(
         run_dir: the run directory (created if needed; reused to resume: stored variants and verdicts
             are not asked again, stored calls are never sent again).
         settings: endpoint settings shared by the judges and the generator (base URL, API key).
+        judge_objects: judge objects (any :class:`~personagraph.judges.base.Judge`), each named among the
+            run's judges.
         on_progress: receives a :class:`~personagraph.runs.base.ProgressEvent` per variant and verdict.
 
     Raises:
@@ -268,7 +272,13 @@ async def run(
     source = load_input(config)
     judges = config.judges or source.judges or [DEFAULT_JUDGE]
     generator = config.generator or source.generator or judges[0]
-    check_judge_names(judges)
+    given = given_by_name(judge_objects or [], judges, "judge_objects", "judges")
+    check_judge_names(judges, given)
+    if generator in given:
+        raise PersonagraphError(
+            f"generator: the first judge {generator!r} is a judge object; pass generator= a model spec "
+            "(it writes the variants)"
+        )
     parse_spec(generator)
     protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
     settings = (settings or ModelSettings()).model_copy(
@@ -323,7 +333,8 @@ async def run(
                 ):
                     judgements[judgement.key] = judgement
         judge_clients = {
-            spec: judge_for(spec, "judge", **common, max_tokens=config.max_judge_tokens) for spec in judges
+            spec: judge_for(spec, "judge", given=given, **common, max_tokens=config.max_judge_tokens)
+            for spec in judges
         }
         verdicts: dict[tuple[str, str], CheckVerdict] = {}
         asks: list[tuple[Judgement, str, str]] = []

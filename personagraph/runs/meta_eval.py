@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges.base import Judge
 from personagraph.judges.meta_eval import (
     ITEM_KIND,
     JUDGE_MAX_TOKENS,
@@ -28,7 +29,7 @@ from personagraph.judges.meta_eval import (
 from personagraph.judges.protocols import get_protocol
 from personagraph.models import ModelSettings
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
-from personagraph.runs.plugins import check_judge_names, judge_for
+from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for
 
 KIND = STORE_KIND
 STAGE = "verdicts"
@@ -46,6 +47,7 @@ async def run(
     run_dir: str | Path,
     *,
     settings: ModelSettings | None = None,
+    judge_objects: list[Judge] | None = None,
     on_progress: ProgressHandler | None = None,
 ) -> MetaEvalSummary:
     """Judges every item with every judge (resumably) and returns the summary written to ``meta_eval.json``.
@@ -56,10 +58,13 @@ async def run(
             asked again, failed ones unless ``config.retry_failed`` is off, and stored calls are never
             sent again).
         settings: endpoint settings shared by the judges (base URL, API key).
+        judge_objects: judge objects (any :class:`~personagraph.judges.base.Judge`), each named in
+            ``config.judges``.
         on_progress: receives a ``verdicts`` :class:`~personagraph.runs.base.ProgressEvent` per verdict
             (the total is announced once the items file is validated).
     """
-    check_judge_names(config.judges)
+    given = given_by_name(judge_objects or [], config.judges, "judge_objects", "judges")
+    check_judge_names(config.judges, given)
     catalogue = CriterionCatalogue(config.rubric_files)
     items = load_items(config.items, catalogue)
     wanted: list[Criterion] = []
@@ -97,6 +102,7 @@ async def run(
             spec: judge_for(
                 spec,
                 "judge",
+                given=given,
                 store=store,
                 meter=meter,
                 settings=settings,

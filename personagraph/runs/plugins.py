@@ -1,26 +1,29 @@
-"""Plug-in agents: the one place ``module:attr`` paths are told apart from model specs and loaded.
+"""Plug-ins: the one place ``module:attr`` paths and objects are told apart from model specs and loaded.
 
-A name in a run's ``models`` list is a model spec when it starts with a known provider (``openai:``,
-``local:``, ``test:``) and a plug-in path when it is any other ``module:attr``. Paths are loaded once per
-process (:func:`load_plugins`) and travel to worker processes as :class:`Plugins` (paths, not objects: agent
-objects may not pickle).
+A name in a run's ``models`` or ``judges`` list is a model spec when it starts with a known provider
+(``openai:``, ``local:``, ``test:``), a plug-in path when it is any other ``module:attr``, or the name of
+an object given from Python beside the config (:func:`split_objects`, :func:`given_by_name`). Paths are
+loaded once per process (:func:`load_plugins`) and travel to worker processes as :class:`Plugins` (paths,
+not objects: objects may not pickle, so only the local executor takes them).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from personagraph.agents import Agent
 from personagraph.agents.plugin import adapt, load_agent
 from personagraph.errors import PersonagraphError
-from personagraph.judges.base import Judge, PluginJudge
+from personagraph.judges.base import Judge, PluginJudge, as_judge
 from personagraph.models import ModelClient, parse_spec
 from personagraph.models.spec import names_a_provider
+
+T = TypeVar("T")
 
 
 def is_plugin_path(name: str) -> bool:
@@ -99,22 +102,36 @@ class Plugins:
         return load_plugins(self.paths, self.sys_path)
 
 
-def check_judge_names(names: Iterable[str]) -> None:
-    """Fails before a run starts on a judge name that is neither a loadable ``module:attr`` plug-in nor a
-    model spec (the plug-in loader's or the spec parser's one-line error)."""
+def check_judge_names(names: Iterable[str], given: Iterable[str] = ()) -> None:
+    """Fails before a run starts on a judge name that is neither the name of a judge object ``given``, a
+    loadable ``module:attr`` plug-in, nor a model spec (the plug-in loader's or the spec parser's one-line
+    error)."""
+    objects = set(given)
     for name in names:
+        if name in objects:
+            continue
         if is_plugin_path(name):
             load_plugins([name])
         else:
             parse_spec(name)
 
 
-def judge_for(name: str, role: str, **client: Any) -> Judge:
-    """The judge a ``judges`` entry names: a :class:`PluginJudge` for a ``module:attr`` path (``--judge
-    module:attr``, loaded once per process), else the model client ``ModelClient.create(name, role,
+def judge_for(
+    name: str,
+    role: str,
+    *,
+    given: Mapping[str, Judge] | None = None,
+    sys_path: Iterable[str] = (),
+    **client: Any,
+) -> Judge:
+    """The judge a ``judges`` entry names: the judge object ``given`` under that name (``judges=[obj]``
+    from Python), a :class:`PluginJudge` for a ``module:attr`` path (``--judge module:attr``, loaded once
+    per process, from ``sys_path`` directories too), else the model client ``ModelClient.create(name, role,
     **client)`` (store, meter, settings, sampling)."""
+    if given and name in given:
+        return given[name]
     if is_plugin_path(name):
-        return PluginJudge(load_plugins([name])[0])
+        return PluginJudge(load_plugins([name], sys_path)[0])
     return ModelClient.create(name, role, **client)
 
 
@@ -127,23 +144,58 @@ def object_name(obj: Any) -> str:
     return f"{getattr(target, '__module__', 'object')}:{target.__qualname__}"
 
 
-def split_models(items: Iterable[Any]) -> tuple[list[str], list[Agent]]:
-    """One ``models=`` list (model specs, ``module:attr`` paths, agent objects) as the run's model names
-    and the agent objects among them (objects that are not an :class:`Agent` are adapted like plug-ins).
+def as_agent(obj: Any, name: str) -> Agent:
+    """``obj`` if it already is an :class:`Agent`, else the plug-in adapter of it named ``name``."""
+    return obj if isinstance(obj, Agent) else adapt(obj, name)
+
+
+def split_objects(
+    items: Iterable[Any], field: str, wrap: Callable[[Any, str], T]
+) -> tuple[list[str], list[T]]:
+    """One ``models=`` or ``judges=`` list (names: model specs and ``module:attr`` paths; objects) as the
+    run's names and the objects among them, each ``wrap(obj, object_name(obj))``: :func:`as_agent` for
+    agents, :func:`~personagraph.judges.base.as_judge` for judges. The config holds the names; the objects
+    go to the run beside it (:func:`given_by_name`).
 
     Raises:
-        PersonagraphError: a name given twice, or an object that cannot be adapted.
+        PersonagraphError: a name given twice in ``field``, or an object that cannot be adapted.
     """
     names: list[str] = []
-    agents: list[Agent] = []
+    objects: list[T] = []
     for item in items:
         if isinstance(item, str):
             name = item.strip()
         else:
-            agent = item if isinstance(item, Agent) else adapt(item, object_name(item))
-            agents.append(agent)
-            name = agent.name
+            wrapped = wrap(item, object_name(item))
+            objects.append(wrapped)
+            name = wrapped.name  # type: ignore[attr-defined]  # an Agent's or a Judge's name
         if name in names:
-            raise PersonagraphError(f"models: {name!r} is given twice")
+            raise PersonagraphError(f"{field}: {name!r} is given twice")
         names.append(name)
-    return names, agents
+    return names, objects
+
+
+def split_models(items: Iterable[Any]) -> tuple[list[str], list[Agent]]:
+    """A ``models=`` list as the run's model names and the agent objects among it (:func:`split_objects`)."""
+    return split_objects(items, "models", as_agent)
+
+
+def split_judge_objects(items: Iterable[Any]) -> tuple[list[str], list[Judge]]:
+    """A ``judges=`` list as the run's judge names and the judge objects among it (:func:`split_objects`)."""
+    return split_objects(items, "judges", as_judge)
+
+
+def given_by_name(objects: Iterable[Any], names: Iterable[str], param: str, field: str) -> dict[str, Any]:
+    """The objects a run is given beside its config (agents, judges), by name; each must be listed in the
+    config's ``field`` (a run never uses an object its config does not name, nor runs a default instead).
+
+    Raises:
+        PersonagraphError: an object whose name is not in ``names``.
+    """
+    listed = set(names)
+    by_name = {}
+    for obj in objects:
+        if obj.name not in listed:
+            raise PersonagraphError(f"{param}: {obj.name!r} is not in {field}; list its name there")
+        by_name[obj.name] = obj
+    return by_name

@@ -65,6 +65,7 @@ from personagraph.agents.persona import PersonaAgent
 from personagraph.agents.user_sim import SimulatedUser, User, default_scenario, default_user_persona
 from personagraph.errors import PersonagraphError
 from personagraph.graphs.session import SessionContext, build_graph
+from personagraph.judges.base import Judge
 from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.session import (
     SESSION_RUBRIC,
@@ -81,7 +82,7 @@ from personagraph.prompts import load_prompt
 from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, redact_url, synchronous
-from personagraph.runs.plugins import check_judge_names, judge_for, load_plugins
+from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for, load_plugins
 from personagraph.schemas import short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
@@ -413,6 +414,7 @@ async def run(
     settings: ModelSettings | None = None,
     agent: Agent | None = None,
     user: User | None = None,
+    judge_objects: list[Judge] | None = None,
     checkpoint_url: str | None = None,
     on_event: EventHook | None = None,
 ) -> SimulateSummary:
@@ -425,12 +427,15 @@ async def run(
         settings: endpoint settings shared by the roles (base URL, API key).
         agent: the agent under test (any ``Agent``); default from ``config.model``/``config.agent``.
         user: the user side (any ``User``); default a simulated user on ``config.user_model``/``user_agent``.
+        judge_objects: judge objects (any :class:`~personagraph.judges.base.Judge`), each named in
+            ``config.judges``.
         checkpoint_url: ``postgresql://…`` to checkpoint in Postgres instead of the run directory.
         on_event: called with ``("user_turn" | "agent_turn" | "session_done", payload)`` as things finish.
     """
     run_dir = Path(run_dir)
     settings = (settings or ModelSettings()).model_copy(update={"concurrency": config.concurrency})
-    check_judge_names(config.judges)
+    given = given_by_name(judge_objects or [], config.judges, "judge_objects", "judges")
+    check_judge_names(config.judges, given)
     for spec in [
         *([config.model] if config.model and agent is None else []),
         *([config.user_model] if not config.user_agent and user is None else []),
@@ -453,10 +458,11 @@ async def run(
 
         common = {"store": store, "meter": meter, "settings": settings, "temperature": 0.0}
         judges = [
-            judge_for(spec, "judge", **common, max_tokens=config.max_judge_tokens) for spec in config.judges
+            judge_for(spec, "judge", given=given, **common, max_tokens=config.max_judge_tokens)
+            for spec in config.judges
         ]
         verdict_judges = [
-            judge_for(spec, "session_judge", **common, max_tokens=config.max_verdict_tokens)
+            judge_for(spec, "session_judge", given=given, **common, max_tokens=config.max_verdict_tokens)
             for spec in config.judges
         ]
         if config.allow_self_judging:
@@ -538,6 +544,7 @@ async def judge_session(
     run_dir: str | Path,
     *,
     judges: list[str] | None = None,
+    judge_objects: list[Judge] | None = None,
     persona: str | None = None,
     settings: ModelSettings | None = None,
     allow_self_judging: bool = False,
@@ -545,13 +552,15 @@ async def judge_session(
 ) -> SimulateSummary:
     """Judges a saved transcript (``chat``/``simulate`` JSONL): per-turn scores and the session verdict,
     written as a ``session`` record, transcripts and ``summary.json`` in ``run_dir``; ``on_progress``
-    receives a ``turns`` event per judged agent turn and a ``session verdict`` one."""
+    receives a ``turns`` event per judged agent turn and a ``session verdict`` one; ``judge_objects``: judge
+    objects, each named in ``judges``."""
     transcript = read_transcript(path)
     persona = " ".join((persona or transcript["persona"]).split())
     if not persona:
         raise PersonagraphError(f"{path}: the transcript names no persona; pass --persona")
     judge_specs = list(dict.fromkeys(judges or [DEFAULT_JUDGE]))
-    check_judge_names(judge_specs)
+    given = given_by_name(judge_objects or [], judge_specs, "judge_objects", "judges")
+    check_judge_names(judge_specs, given)
     check_self_judging(judge_specs, transcript["agent"], allow_self_judging)
     run_dir = Path(run_dir)
     config = SimulateConfig(
@@ -567,7 +576,7 @@ async def judge_session(
         store, meter = the_run.store, the_run.meter
         settings = settings or ModelSettings()
         common = {"store": store, "meter": meter, "settings": settings, "temperature": 0.0}
-        clients = [judge_for(s, "judge", **common, max_tokens=200) for s in judge_specs]
+        clients = [judge_for(s, "judge", given=given, **common, max_tokens=200) for s in judge_specs]
         usable, skipped = (clients, []) if allow_self_judging else split_judges(clients, transcript["agent"])
         turns = [dict(e) for e in transcript["turns"]]
         the_run.expect("turns", sum(e["role"] != "user" for e in turns))
@@ -583,7 +592,9 @@ async def judge_session(
                     usable, persona, last_user, entry["text"]
                 )
             the_run.advance("turns")
-        verdict_clients = [judge_for(j.name, "session_judge", **common, max_tokens=600) for j in usable]
+        verdict_clients = [
+            judge_for(j.name, "session_judge", given=given, **common, max_tokens=600) for j in usable
+        ]
         verdict = await session_verdict(verdict_clients, persona, turns, skipped)
         the_run.advance("session verdict")
         values = {

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.cached import CachedAgent
 from personagraph.graphs.persona_eval import QUESTION_BATCH, EvalContext
-from personagraph.judges.base import PluginJudge
+from personagraph.judges.base import Judge
 from personagraph.models import Meter, ModelClient, ModelSettings
 from personagraph.runs.base import FailedItem
-from personagraph.runs.plugins import Plugins, is_plugin_path, load_plugins
+from personagraph.runs.plugins import Plugins, judge_for
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
@@ -28,14 +28,15 @@ UNIT_FAILED = "unit_failed"  # record kind: a unit's graph ended with failed ite
 class EvalJob:
     """An evaluation as an executor sees it. ``settings`` already carry the run's concurrency and seed.
 
-    ``plugins`` are plug-in agents by path, loaded by whichever process runs the units; ``agents`` are
-    agent objects given directly, which only the local executor can use.
+    ``plugins`` are plug-in agents by path, loaded by whichever process runs the units; ``agents`` and
+    ``judges`` are agent and judge objects given directly, which only the local executor can use.
     """
 
     config: EvalConfig
     run_dir: Path
     settings: ModelSettings
     agents: list[Agent] | None = None
+    judges: list[Judge] | None = None
     plugins: Plugins = field(default_factory=Plugins)
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
@@ -61,11 +62,13 @@ def build_context(
     agents: list[Agent] | None = None,
     on_item: Callable[[str], None] | None = None,
     plugins: Plugins | None = None,
+    judges: list[Judge] | None = None,
 ) -> EvalContext:
     """The graph's context for one process: role clients over ``store`` (a RunStore or a proxy of one).
 
     Agents under test are ``plugins`` (loaded here), ``agents`` objects, and a PersonaAgent for every
-    other name in ``config.models``. Judges are model clients, or plug-in judges for ``module:attr`` names.
+    other name in ``config.models``. Judges are ``judges`` objects, plug-in judges for ``module:attr``
+    names and model clients for the other names (:func:`~personagraph.runs.plugins.judge_for`).
     """
     given = [
         CachedAgent(agent, store, meter)
@@ -96,9 +99,9 @@ def build_context(
         store=store,
         agents=agents,
         judges=[
-            PluginJudge(load_plugins([spec], plugins.sys_path if plugins else ())[0])
-            if is_plugin_path(spec)
-            else client(spec, "judge", temperature=0.0, max_tokens=200)
+            judge_for(spec, "judge", given={j.name: j for j in judges or []},
+                      sys_path=plugins.sys_path if plugins else (), store=store, meter=meter,
+                      settings=settings, temperature=0.0, max_tokens=200)
             for spec in config.judges
         ],
         env_selector=client(generator, "env_selector", temperature=0.0, max_tokens=120),

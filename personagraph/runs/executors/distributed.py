@@ -204,6 +204,12 @@ class RayExecutor:
                 f"--executor ray loads plug-in agents on each worker from module:attr paths; pass the path "
                 f"instead of the agent object ({names}), or use --executor local"
             )
+        if job.judges:
+            names = ", ".join(judge.name for judge in job.judges)
+            raise PersonagraphError(
+                f"--executor ray loads plug-in judges on each worker from module:attr paths; pass the path "
+                f"instead of the judge object ({names}), or use --executor local"
+            )
         ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
 

@@ -21,7 +21,9 @@ class LocalExecutor:
 
     async def run(self, job: EvalJob, store: RunStore, meter: Meter) -> None:
         config = job.config
-        context = build_context(config, job.settings, store, meter, job.agents, job.on_item, job.plugins)
+        context = build_context(
+            config, job.settings, store, meter, job.agents, job.on_item, job.plugins, job.judges
+        )
         gate = asyncio.Semaphore(config.concurrency)
         try:
             async with sqlite_checkpointer(job.run_dir, store) as saver:
