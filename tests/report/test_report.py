@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from report_helpers import IMG, PERSONAS, PLANTED_ENV_KEY, PLANTED_FLAG_KEY, SCRIPT
 
+from personagraph.api import evaluate
 from personagraph.errors import PersonagraphError
+from personagraph.redact import REDACTED, redact_text, scrub
 from personagraph.report import build_report, load_run, load_runs, write_report
 from personagraph.report.cost import cost_of, price_of
-from personagraph.redact import REDACTED, redact_text, scrub
 from personagraph.schemas import TASK_NAMES
 
 
@@ -178,8 +179,6 @@ def test_truncated_store_and_bad_summary(eval_run: Path, tmp_path: Path) -> None
 
 def test_permanent_failures_are_not_promised_a_retry(tmp_path: Path) -> None:
     """A verdict that never parses comes back identical on a re-run: the report says so per item."""
-    from personagraph.api import evaluate
-
     run_dir = tmp_path / "run"
     summary = evaluate(PERSONAS[0], models=["test:a"], judges=["test:broken"], generator="test:gen",
                        environments=2, questions_per_task=1, run_dir=run_dir)
