@@ -120,7 +120,7 @@ class FixedJudge:
 def test_one_judges_list_takes_specs_and_judge_objects(tmp_path: Path) -> None:
     judge = FixedJudge()
 
-    def fours(messages: list[dict[str, str]]) -> str:  # a plug-in-able object: its reply is the verdict's JSON
+    def fours(messages: list[dict[str, str]]) -> str:  # a plug-in-able object: the reply is the verdict
         return '{"score": 4, "rationale": "ok"}'
 
     options = CONFIG | {"judges": [judge, "test:judge", fours]}
@@ -150,12 +150,12 @@ def test_judge_objects_in_every_verb_that_takes_judges(tmp_path: Path) -> None:
 
 async def test_a_judge_object_must_be_listed_and_cannot_go_to_ray(tmp_path: Path) -> None:
     config = eval_run.EvalConfig(personas=["A nurse"], models=["test:agent"], **CONFIG)
-    with pytest.raises(PersonagraphError, match="^judge_objects: 'fixed-judge' is not in judges; list its name"):
+    with pytest.raises(PersonagraphError, match="^judge_objects: 'fixed-judge' is not in judges; list it"):
         await eval_run.run(config, tmp_path / "a", judge_objects=[FixedJudge()])
     with pytest.raises(PersonagraphError, match=r"pass the path instead of the judge object \(fixed-judge\)"):
         await aevaluate("A nurse", models=["test:agent"], run_dir=tmp_path / "b", executor="ray",
                         **CONFIG | {"judges": [FixedJudge()]})
-    with pytest.raises(PersonagraphError, match="^generator: the first judge 'fixed-judge' is a judge object"):
+    with pytest.raises(PersonagraphError, match="^generator: the first judge 'fixed-judge' is a judge obj"):
         await aevaluate("A nurse", models=["test:agent"], judges=[FixedJudge()], run_dir=tmp_path / "c")
     with pytest.raises(PersonagraphError, match="^judges: 'fixed-judge' is given twice"):
         await aevaluate("A nurse", judges=[FixedJudge(), FixedJudge()], run_dir=tmp_path / "d")

@@ -1,10 +1,12 @@
 """Every model call is a LangSmith LLM run under the graph node that made it (a local collector stands in
-for LangSmith): over HTTP (``openai@…:``), in process (``test:``), from the cache, embedded (``local:``)."""
+for LangSmith): over HTTP (``openai@…:``), in process (``test:``), from the cache, embedded (``local:``:
+through the engine on a fake llama-server, and on the real one in the ``embedded`` test)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +14,12 @@ from typing import Any
 
 import langsmith
 import pytest
+from fake_llama_server import fake_server_binary
 from langsmith_collector import Collector
 
 from bench.fake_openai import start_in_thread
 from personagraph.models import ModelClient
+from personagraph.models.engine import SERVER_ENV
 from personagraph.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +30,19 @@ NODES = {
 }  # the graph's nodes that call models (evaluate_question: exemplars, answers and their verdicts)
 
 
-def _traced(collector: Collector, *args: str) -> subprocess.CompletedProcess[str]:
+# The CLI with the embedded models' weights stubbed out: with $PERSONAGRAPH_LLAMA_SERVER on the fake
+# llama-server, ``local:`` calls take their real path (engine, OpenAI-compatible HTTP) without a model.
+FAKE_WEIGHTS_CLI = (
+    "from pathlib import Path; from personagraph.models import engine; "
+    "engine.ensure_weights = lambda model: Path(model.name + '.gguf'); "
+    "from personagraph.cli import main; main()"
+)
+
+
+def _traced(
+    collector: Collector, *args: str, python: tuple[str, ...] = ("-m", "personagraph.cli"), **env_vars: str
+) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``args`` in a process that traces to ``collector`` (``python``: how it is started)."""
     env = {
         **os.environ,
         "LANGSMITH_TRACING": "true",
@@ -34,10 +50,11 @@ def _traced(collector: Collector, *args: str) -> subprocess.CompletedProcess[str
         "LANGSMITH_API_KEY": "lsv2-test-key",
         "LANGSMITH_PROJECT": "personagraph-test",
         "PYTHONPATH": str(ROOT),
+        **env_vars,
     }
     env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
-        [sys.executable, "-m", "personagraph.cli", *args],
+        [sys.executable, *python, *args],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -109,6 +126,40 @@ def test_every_model_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Pat
         assert json.loads((run_dir / "summary.json").read_text())["llm_calls"] == 0 and not collector.of_type(
             "llm"
         )
+
+
+def test_every_local_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Path) -> None:
+    """``local:`` agent and judge (the fake llama-server behind the engine): each call is an LLM run under
+    the node that made it, with provider ``local``."""
+    run_dir = tmp_path / "run"
+    agent, judge = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
+    with Collector() as collector:
+        engine_env = {SERVER_ENV: str(fake_server_binary(tmp_path)), "PERSONAGRAPH_CACHE_DIR": str(tmp_path)}
+        done = _traced(
+            collector,
+            "eval", "--persona", "A 70-year-old retired cowboy from Texas", "-m", f"local:{agent}",
+            "-j", f"local:{judge}", "--environments", "1", "--questions-per-task", "1",
+            "--run-dir", str(run_dir),
+            python=("-c", FAKE_WEIGHTS_CLI),
+            **engine_env,
+        )
+        assert done.returncode == 0, done.stderr
+        summary = json.loads((run_dir / "summary.json").read_text())
+        llm, parents = _llm_runs_by_node(collector)
+        assert len(llm) == summary["llm_calls"] > 0 and summary["cache_hits"] == 0  # one run per call
+        with sqlite3.connect(run_dir / "run.sqlite") as db:
+            stored = dict(db.execute("SELECT model, count(*) FROM calls GROUP BY model").fetchall())
+        names = [r["extra"]["metadata"]["ls_model_name"] for r in llm]
+        traced = {f"local:{m}": names.count(m) for m in (agent, judge)}
+        assert traced == stored and all(traced.values())  # both engines' calls, each traced once
+        for run in llm:
+            meta = run["extra"]["metadata"]
+            assert meta["ls_provider"] == "local" and meta["cache_hit"] is False
+            assert meta["role"] in run["tags"] and run["start_time"] and run["end_time"]
+            assert run["outputs"]["usage_metadata"]["input_tokens"] > 0
+        roles = {(parents[r["id"]].get("name"), r["extra"]["metadata"]["role"]) for r in llm}
+        assert roles == {("select", "env_selector"), ("write_task_questions", "question_gen"),
+                         ("evaluate_question", "persona"), ("evaluate_question", "judge")}
 
 
 async def test_cache_hits_are_traced_as_such_under_the_current_run(run_dir: Path) -> None:
