@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from personagraph.agents import Agent
 from personagraph.agents.plugin import adapt, load_agent
@@ -23,7 +23,14 @@ from personagraph.judges.base import Judge, PluginJudge, as_judge
 from personagraph.models import ModelClient, parse_spec
 from personagraph.models.spec import names_a_provider
 
-T = TypeVar("T")
+
+class Named(Protocol):
+    """What a run names an object by (an :class:`Agent`, a :class:`Judge`)."""
+
+    name: str
+
+
+N = TypeVar("N", bound=Named)
 
 
 def is_plugin_path(name: str) -> bool:
@@ -150,8 +157,8 @@ def as_agent(obj: Any, name: str) -> Agent:
 
 
 def split_objects(
-    items: Iterable[Any], field: str, wrap: Callable[[Any, str], T]
-) -> tuple[list[str], list[T]]:
+    items: Iterable[Any], field: str, wrap: Callable[[Any, str], N]
+) -> tuple[list[str], list[N]]:
     """One ``models=`` or ``judges=`` list (names: model specs and ``module:attr`` paths; objects) as the
     run's names and the objects among them, each ``wrap(obj, object_name(obj))``: :func:`as_agent` for
     agents, :func:`~personagraph.judges.base.as_judge` for judges. The config holds the names; the objects
@@ -161,14 +168,14 @@ def split_objects(
         PersonagraphError: a name given twice in ``field``, or an object that cannot be adapted.
     """
     names: list[str] = []
-    objects: list[T] = []
+    objects: list[N] = []
     for item in items:
         if isinstance(item, str):
             name = item.strip()
         else:
             wrapped = wrap(item, object_name(item))
             objects.append(wrapped)
-            name = wrapped.name  # type: ignore[attr-defined]  # an Agent's or a Judge's name
+            name = wrapped.name
         if name in names:
             raise PersonagraphError(f"{field}: {name!r} is given twice")
         names.append(name)
@@ -185,7 +192,7 @@ def split_judge_objects(items: Iterable[Any]) -> tuple[list[str], list[Judge]]:
     return split_objects(items, "judges", as_judge)
 
 
-def given_by_name(objects: Iterable[Any], names: Iterable[str], param: str, field: str) -> dict[str, Any]:
+def given_by_name(objects: Iterable[N], names: Iterable[str], param: str, field: str) -> dict[str, N]:
     """The objects a run is given beside its config (agents, judges), by name; each must be listed in the
     config's ``field`` (a run never uses an object its config does not name, nor runs a default instead).
 
@@ -193,7 +200,7 @@ def given_by_name(objects: Iterable[Any], names: Iterable[str], param: str, fiel
         PersonagraphError: an object whose name is not in ``names``.
     """
     listed = set(names)
-    by_name = {}
+    by_name: dict[str, N] = {}
     for obj in objects:
         if obj.name not in listed:
             raise PersonagraphError(f"{param}: {obj.name!r} is not in {field}; list its name there")
