@@ -99,7 +99,7 @@ def test_bad_persona_files_exit_2_with_one_line(tmp_path: Path, kind: str, noise
 def test_bad_option_values_exit_2_without_traceback(tmp_path: Path, option: str, value: object) -> None:
     if option == "--seed" and isinstance(value, int):
         return  # any integer is a valid seed
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
         if option != "--concurrency" or 1 <= int(value) <= 1024:
             return  # a number: the integer cases cover it (and " 1" is a valid concurrency)
     code, output = invoke(["eval", "--persona", "A cowboy", *MODELS, option, str(value),
