@@ -147,6 +147,34 @@ async def asimulate(
     )
 
 
+async def ajudge_session(
+    transcript: str | Path,
+    *,
+    judges: Sequence[Any] | None = None,
+    persona: str | Persona | None = None,
+    run_dir: str | Path = "runs/judge-session",
+    allow_self_judging: bool = False,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    endpoints: Sequence[str | Endpoint] = (),
+    on_progress: ProgressHandler | None = None,
+) -> simulate_run.SimulateSummary:
+    """Judges a saved session (``chat``/``simulate`` transcript JSONL) turn by turn, with the session verdict,
+    as ``personagraph judge-session`` does; ``judges`` as :func:`aevaluate` takes them (default: the
+    embedded judge), ``persona`` overrides the transcript's."""
+    names, judge_objects = split_judge_objects(judges) if judges is not None else ([], [])
+    return await simulate_run.judge_session(
+        transcript,
+        run_dir,
+        judges=names or None,
+        judge_objects=judge_objects,
+        persona=persona.description if isinstance(persona, Persona) else persona,
+        settings=settings_for(base_url, api_key, endpoints),
+        allow_self_judging=allow_self_judging,
+        on_progress=on_progress,
+    )
+
+
 async def ameta_evaluate(
     items: str | Path,
     *,
@@ -269,6 +297,7 @@ async def amemory_dialogue(
 
 
 simulate = synchronous(asimulate, "simulate")
+judge_session = synchronous(ajudge_session, "judge_session")
 meta_evaluate = synchronous(ameta_evaluate, "meta_evaluate")
 judge_check = synchronous(ajudge_check, "judge_check")
 persobench = synchronous(apersobench, "persobench")

@@ -80,6 +80,7 @@ def test_the_top_level_names_every_run_kind() -> None:
         "evaluate",
         "simulate",
         "judge_check",
+        "judge_session",
         "meta_evaluate",
         "persobench",
         "longlamp",
@@ -146,6 +147,11 @@ def test_judge_objects_in_every_verb_that_takes_judges(tmp_path: Path) -> None:
     check = personagraph.judge_check(items=str(write_items(tmp_path / "items.jsonl")), judges=[judge],
                                      generator="test:gen", n_resamples=200, run_dir=tmp_path / "check")
     assert check.exit_code == 0 and check.failures == [] and judge.calls > calls
+    calls = judge.calls
+    (transcript,) = (tmp_path / "simulate" / "transcripts").glob("*.jsonl")
+    judged = personagraph.judge_session(transcript, judges=[judge, "test:judge"], run_dir=tmp_path / "judged")
+    assert judged.judges == ["fixed-judge", "test:judge"] and judge.calls > calls
+    assert judged.sessions[0]["agent_turns"] == 1 and judged.exit_code == 0
 
 
 async def test_a_judge_object_must_be_listed_and_cannot_go_to_ray(tmp_path: Path) -> None:

@@ -123,3 +123,12 @@ def test_a_flag_with_a_default_has_its_fields_default(kind: str) -> None:
     wrong = [(flag, default, defaults[flag]) for flag, default in stated if default != defaults[flag]]
     assert wrong == []
 
+
+
+def test_judge_session_command_and_verb_take_the_same_options() -> None:
+    """judge-session has no config of its own (it judges a transcript with simulate's judging): its flags
+    and the verb's keywords are the same list."""
+    aliases = {"--judge": "judges", "--endpoint": "endpoints"}
+    from_flags = {aliases.get(option[0], option[0][2:].replace("-", "_")) for option in flags(("judge-session",))}
+    parameters = set(inspect.signature(api.ajudge_session).parameters) - CALLBACKS - {"transcript"}
+    assert from_flags == parameters
