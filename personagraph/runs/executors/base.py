@@ -91,6 +91,7 @@ def build_context(
         if spec not in named
     ] + given
     generator = config.generator or config.judges[0]
+    given_judges = {judge.name: judge for judge in judges or []}
 
     def client(spec: str, role: str, **overrides: Any) -> ModelClient:
         return ModelClient.create(spec, role, store=store, meter=meter, settings=settings, **overrides)
@@ -99,7 +100,7 @@ def build_context(
         store=store,
         agents=agents,
         judges=[
-            judge_for(spec, "judge", given={j.name: j for j in judges or []},
+            judge_for(spec, "judge", given=given_judges,
                       sys_path=plugins.sys_path if plugins else (), store=store, meter=meter,
                       settings=settings, temperature=0.0, max_tokens=200)
             for spec in config.judges
