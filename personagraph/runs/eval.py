@@ -29,7 +29,7 @@ from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.executors.base import unit_outcome
-from personagraph.runs.plugins import Plugins, given_by_name, is_plugin_path, load_plugins
+from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 from personagraph.store import RunStore
 
@@ -191,17 +191,15 @@ async def run(
     named = set(given_by_name(objects, config.models, "agents", "models"))
     given_judges = given_by_name(judge_objects or [], config.judges, "judge_objects", "judges")
     plugins, _ = Plugins.from_paths(m for m in config.models if m not in named and is_plugin_path(m))
-    plugin_judges = load_plugins(  # a bad path fails here
-        j for j in config.judges if j not in given_judges and is_plugin_path(j)
-    )
-    known = named | set(plugins.paths) | {j.name for j in plugin_judges} | set(given_judges)
-    if (config.generator or config.judges[0]) in given_judges:
+    check_judge_names(config.judges, given_judges)  # a bad plug-in path or spec fails here
+    generator = config.generator or config.judges[0]
+    if generator in given_judges:
         raise PersonagraphError(
             f"generator: the first judge {config.judges[0]!r} is a judge object; pass generator= a model spec "
             "(it writes the environments, questions and exemplars)"
         )
-    for spec in [*config.models, *config.judges, config.generator or config.judges[0]]:
-        if spec not in known:
+    for spec in [*config.models, generator]:
+        if spec not in named and spec not in plugins.paths and spec not in config.judges:
             parse_spec(spec)
     for spec in config.judges:
         get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
