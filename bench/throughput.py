@@ -16,7 +16,8 @@ thread going to sleep and being woken again (every thread of this process, from 
 server's summed over its threads from /proc). On the 2-core Firecracker VM this project runs on (nested
 PVM: kernel entries are dear), a Python thread's sleep → wake costs ~20 µs of CPU back to back and
 ~90-260 µs after 30-250 ms asleep, at load 2.5: at C = 8 wake-ups are the price, so fewer per call is
-the lever (the store writer: one per batch, the checkpointer: none).
+the lever (the store commits its batches on the event loop and the checkpointer runs inline: no thread of
+ours wakes but the loop's).
 
     .venv/bin/python bench/throughput.py [--personas 50] [--delay 2.0] [--concurrency 1,8,32,128]
 

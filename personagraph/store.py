@@ -11,16 +11,15 @@ import asyncio
 import fcntl
 import json
 import os
-import queue
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
@@ -30,15 +29,12 @@ from pydantic import BaseModel
 from personagraph.errors import PersonagraphError
 from personagraph.records import meta_problem, record_problem
 
-W = TypeVar("W", threading.Event, "_LoopWaiter")  # a flush waiter the writer thread sets
-
 STORE_FILE = "run.sqlite"
 CHECKPOINTS_FILE = "checkpoints.sqlite"  # LangGraph's checkpoints of the run's graphs (sessions, persona units)
 LOCK_FILE = "run.lock"
 COMMIT_INTERVAL_S = 0.5
-"""Write-behind: a batch commits at most this long after its first row (at once on a flush or close): one
-commit and one writer wake-up for every row of the interval, where at low concurrency each row cost a
-commit and two wake-ups of its own."""
+"""Write-behind: a batch commits at most this long after its first row (at once on a flush, a read, a
+checkpoint write or close): one commit for every row of the interval, where each row used to cost one."""
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -170,13 +166,14 @@ class RunStore:
     Args:
         run_dir: the run directory (created if missing).
         readonly: open an existing store for reading only (reports, views).
-        write_behind: ``put``/``put_call`` hand their row to a writer thread that commits in batches,
-            so an event loop never waits on SQLite (``evaluate`` uses it; measured ~0.5 ms of blocking
-            per LLM call otherwise). This store's reads see its queued writes (``get_call`` at once, the
-            others after a flush); other connections see a row once its batch commits — within
-            :data:`COMMIT_INTERVAL_S`, and always by :meth:`flush` or :meth:`close`. A row is finished
-            when it is committed: a process killed between is simply missing it (a call is sent again on
-            resume), never half-writes it.
+        write_behind: ``put``/``put_call`` hold their row in memory and commit it with the others in one
+            transaction: before each checkpoint write (:class:`_StoreFirstSaver`), at any read, flush or
+            close, and at the latest :data:`COMMIT_INTERVAL_S` after the batch's first row (a timer on the
+            writer's event loop; a write from a thread without a running loop commits at once). This
+            store's reads see every row written; other connections see a row once its batch commits. A
+            row is finished when it is committed: a process killed between is simply missing it (a call
+            is sent again on resume), never half-writes it. ``evaluate`` uses it: a commit per row cost
+            ~0.5 ms of event-loop time per LLM call.
         lock: hold the run directory's :class:`RunLock` until :meth:`close` (writable stores only);
             False for a helper process of the process that holds it (the Ray store actor).
     """
@@ -205,14 +202,13 @@ class RunStore:
             self._run_lock.release()
 
     def _open(self, readonly: bool, write_behind: bool) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the connection; held across a batch's commit
         self._write_behind = write_behind and not readonly
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pending_lock = threading.Lock()  # the rows not committed yet and their timer
+        self._pending: list[tuple[str, tuple[Any, ...], CallRow | None]] = []
         self._pending_calls: dict[str, CallRow] = {}
-        self._writer: threading.Thread | None = None
-        self._hurry = threading.Event()  # set by flush and close: the writer commits without waiting
-        self._count_lock = threading.Lock()
-        self._queued = self._flushed = 0  # rows queued so far, and how many of them a flush has committed
+        self._commit_timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._write_error: str | None = None
         uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
         try:
@@ -317,15 +313,10 @@ class RunStore:
                 raise
 
     def close(self) -> None:
-        """Commits queued writes and closes the connection (idempotent)."""
+        """Commits the rows written so far and closes the connection (idempotent)."""
         try:
             self.flush()
         finally:
-            if self._writer is not None:
-                self._queue.put(None)
-                self._hurry.set()
-                self._writer.join()
-                self._writer = None
             with self._lock:
                 self._db.close()
             self._release_run_lock()
@@ -337,99 +328,65 @@ class RunStore:
                 self._db.execute(sql, args)
             return
         self._raise_write_error()
-        if call is not None:
-            self._pending_calls.setdefault(call.key, call)
-        if self._writer is None:
-            self._writer = threading.Thread(target=self._write_loop, name="personagraph-store", daemon=True)
-            self._writer.start()
-        with self._count_lock:
-            self._queue.put((sql, args, call))
-            self._queued += 1
-
-    def _write_loop(self) -> None:
-        # Its own connection: with WAL, the readers' connection never waits for a batch to commit.
-        db = sqlite3.connect(self.path, isolation_level=None)
         try:
-            db.execute("PRAGMA busy_timeout = 10000")
-            db.execute("PRAGMA synchronous = NORMAL")
-            self._drain(db)
-        finally:
-            db.close()
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._pending_lock:
+            if call is not None:
+                self._pending_calls.setdefault(call.key, call)
+            self._pending.append((sql, args, call))
+            if loop is not None and (self._commit_timer is None or self._timer_loop is not loop):
+                self._commit_timer = loop.call_later(COMMIT_INTERVAL_S, self._commit_on_timer)
+                self._timer_loop = loop
+        if loop is None:  # no loop to batch on: commit now, as no timer would
+            self.flush()
 
-    def _drain(self, db: sqlite3.Connection) -> None:
-        """Commits a batch per COMMIT_INTERVAL_S while rows keep coming: one wake-up per batch (a timed
-        sleep), none per row. After an interval without rows it waits on the queue, so an idle store
-        costs nothing and the first row of a quiet spell starts the next interval."""
-        busy = False
-        while True:
-            batch = [] if busy else [self._queue.get()]
-            if busy or isinstance(batch[0], tuple):  # the rows of the next COMMIT_INTERVAL_S join this commit
-                self._hurry.wait(COMMIT_INTERVAL_S)
-            self._hurry.clear()  # a flush or close that comes after this is found in the queue or next time
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = None in batch
-            waiters = [b for b in batch if isinstance(b, threading.Event | _LoopWaiter)]
-            rows = [b for b in batch if isinstance(b, tuple)]
+    def _commit_on_timer(self) -> None:
+        with self._pending_lock:
+            self._commit_timer = self._timer_loop = None
+        self._commit_pending()
+
+    def _commit_pending(self) -> None:
+        """Commits every pending row in one transaction, inline: a commit in WAL mode costs less than the
+        thread wake-ups of handing the batch to a writer thread and back (1.3 voluntary context switches
+        per LLM call at C = 8 with a writer thread, more than the event loop's own). A failed commit is
+        kept and raised by the next write or flush (a timer has nobody to raise it to)."""
+        with self._lock:  # a concurrent flush returns only once this batch is committed
+            with self._pending_lock:
+                rows, self._pending = self._pending, []
+                self._cancel_timer()
             if rows and self._write_error is None:
                 try:
-                    db.execute("BEGIN IMMEDIATE")
+                    self._db.execute("BEGIN IMMEDIATE")
                     for sql, args, _ in rows:
-                        db.execute(sql, args)
-                    db.execute("COMMIT")
+                        self._db.execute(sql, args)
+                    self._db.execute("COMMIT")
                 except (sqlite3.Error, ValueError) as exc:
                     self._write_error = f"{self.path}: cannot write the run store ({exc})"
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-            for _, _, call in rows:
-                if call is not None:
-                    self._pending_calls.pop(call.key, None)
-            for waiter in waiters:
-                waiter.set()
-            if stop:
-                return
-            busy = bool(rows)
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+            with self._pending_lock:
+                for _, _, call in rows:
+                    if call is not None:
+                        self._pending_calls.pop(call.key, None)
 
-    async def aflush(self) -> None:
-        """:meth:`flush` for a coroutine: awaits the commit without blocking the event loop or taking a
-        worker thread (the writer thread resolves a future on the loop)."""
-        loop = asyncio.get_running_loop()
-        queued = self._queue_waiter(lambda: _LoopWaiter(loop, loop.create_future()))
-        if queued is not None:
-            waiter, count = queued
-            await waiter.future
-            self._flushed_up_to(count)
-        self._raise_write_error()
+    def _cancel_timer(self) -> None:
+        """Drops the batch's timer when called on its loop (no wake-up for an empty batch); from another
+        thread it is left to fire and find nothing to commit (TimerHandle.cancel is not thread-safe)."""
+        try:
+            on_its_loop = asyncio.get_running_loop() is self._timer_loop
+        except RuntimeError:
+            on_its_loop = False
+        if self._commit_timer is not None and on_its_loop:
+            self._commit_timer.cancel()
+            self._commit_timer = self._timer_loop = None
 
     def flush(self) -> None:
-        """Returns once every write queued before it is committed (no-op without write-behind)."""
-        queued = self._queue_waiter(threading.Event)
-        if queued is not None:
-            waiter, count = queued
-            waiter.wait()
-            self._flushed_up_to(count)
+        """Commits every row written so far (no-op without write-behind); raises a failed commit."""
+        if self._write_behind:
+            self._commit_pending()
         self._raise_write_error()
-
-    def _queue_waiter(self, make: Callable[[], W]) -> tuple[W, int] | None:
-        """Queues a waiter the writer sets once the rows before it are committed, with the count of rows
-        queued so far; None when there is no writer or nothing was queued since the last flush."""
-        if self._writer is None or not self._writer.is_alive():
-            return None
-        with self._count_lock:
-            if self._queued == self._flushed:
-                return None
-            waiter = make()
-            self._queue.put(waiter)
-            count = self._queued
-        self._hurry.set()
-        return waiter, count
-
-    def _flushed_up_to(self, count: int) -> None:
-        with self._count_lock:
-            self._flushed = max(self._flushed, count)
 
     def _raise_write_error(self) -> None:
         if self._write_error is not None:
@@ -522,41 +479,23 @@ class RunStore:
         return dict(rows)
 
 
-@dataclass(frozen=True)
-class _LoopWaiter:
-    """A flush waiter that wakes a coroutine: the writer thread calls :meth:`set` as on a threading.Event."""
-
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
-
-    def set(self) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self._resolve)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
-
-    def _resolve(self) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
-
-
 class _StoreFirstSaver(SqliteSaver):
     """The run directory's checkpointer: LangGraph's SQLite saver, run inline on the event loop, that commits
-    the run store's queued rows before each checkpoint write.
+    the run store's pending rows before each checkpoint write.
 
     Inline: a checkpoint read or write is one indexed statement and a commit (~0.1-0.3 ms) a few times per
     graph run, where ``AsyncSqliteSaver`` sends every cursor step (execute, fetch, close, commit) to its own
     thread and back: ~13 thread hand-offs per persona unit, about one wake-up per LLM call at C = 8.
-    Store first: with a write-behind store, a node's records and calls could still be queued when LangGraph
+    Store first: with a write-behind store, a node's records and calls could still be pending when LangGraph
     commits the checkpoint that marks the node done; a kill -9 between the two then left a resumed run
     skipping the node with its records lost. Flushing first keeps the order: records, then the checkpoint.
     """
 
     store: RunStore | None = None
 
-    async def _store_first(self) -> None:
+    def _store_first(self) -> None:
         if self.store is not None:
-            await self.store.aflush()
+            self.store.flush()
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
@@ -572,13 +511,13 @@ class _StoreFirstSaver(SqliteSaver):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        await self._store_first()
+        self._store_first()
         return self.put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        await self._store_first()
+        self._store_first()
         self.put_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -591,7 +530,7 @@ async def sqlite_checkpointer(
 ) -> AsyncIterator[SqliteSaver]:
     """The run directory's LangGraph checkpointer (``checkpoints.sqlite``), refused in one line when the file
     is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``).
-    With ``store``, its queued rows are committed before each checkpoint write (:class:`_StoreFirstSaver`)."""
+    With ``store``, its pending rows commit before each checkpoint write (:class:`_StoreFirstSaver`)."""
     path = Path(run_dir) / CHECKPOINTS_FILE
     if path.is_file() and path.stat().st_size > 0:
         try:

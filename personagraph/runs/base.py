@@ -258,7 +258,7 @@ class Run:
         exclude: config fields left out of the record (large inputs recorded elsewhere).
         on_progress: receives a :class:`ProgressEvent` whenever a stage's total or count changes.
         summary_file: the file in ``run_dir`` that :meth:`finish` writes.
-        write_behind: open the store with a writer thread (see :class:`~personagraph.store.RunStore`).
+        write_behind: open the store with batched commits (see :class:`~personagraph.store.RunStore`).
         retry_failed: a resumed run does the items that failed before again (False: keeps them failed).
     """
 
