@@ -55,6 +55,18 @@ def machine() -> str:
             f"load average {load_average()} (at start)")
 
 
+def wake_cost_us(sleeps: int = 12, asleep_s: float = 0.25) -> float:
+    """Median CPU (µs) billed to a thread that only sleeps ``asleep_s`` and wakes: what the machine charges
+    for one sparse wake-up. On a VM it varies with the host's load, which no load average inside shows, and
+    every CPU-per-call figure at low concurrency moves with it; benches print it beside their figures."""
+    billed = []
+    for _ in range(sleeps):
+        started = time.thread_time()
+        time.sleep(asleep_s)
+        billed.append(time.thread_time() - started)
+    return 1e6 * sorted(billed)[len(billed) // 2]
+
+
 @dataclass
 class ServerProcess:
     """bench/fake_openai.py running in a child process (its CPU is not ours)."""

@@ -17,7 +17,10 @@ server's summed over its threads from /proc). On the 2-core Firecracker VM this 
 PVM: kernel entries are dear), a Python thread's sleep → wake costs ~20 µs of CPU back to back and
 ~90-260 µs after 30-250 ms asleep, at load 2.5: at C = 8 wake-ups are the price, so fewer per call is
 the lever (the store commits its batches on the event loop and the checkpointer runs inline: no thread of
-ours wakes but the loop's).
+ours wakes but the loop's). ``wake µs``, measured just before each level, is the host's price of one
+sparse wake-up: the CPU billed to a thread that sleeps 0.25 s and wakes (median of 12). On this VM it was
+100-160 µs on a quiet host; the load average inside the VM does not show the host's noise, this does, and
+every CPU column of that row moves with it.
 
     .venv/bin/python bench/throughput.py [--personas 50] [--delay 2.0] [--concurrency 1,8,32,128]
 
@@ -52,6 +55,7 @@ from bench._harness import (  # noqa: E402
     machine,
     own_switches,
     personas,
+    wake_cost_us,
 )
 from personagraph.cli.eval import _fast_event_loop  # noqa: E402
 from personagraph.models import ModelSettings  # noqa: E402
@@ -115,11 +119,11 @@ async def bench(
           "process")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "
           f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'switches/call':>13} {'max in flight':>13} "
-          f"{'srv ms/call':>11} {'srv switches/call':>17}  load avg at start → end")
+          f"{'srv ms/call':>11} {'srv switches/call':>17} {'wake µs':>7}  load avg at start → end")
     results = {}
     for level in levels:
         people = personas(min(sequential, n_personas) if level == 1 else n_personas)
-        load = load_average()
+        load, wake = load_average(), wake_cost_us()
         r = await one_run(server, people, level)
         rate = r["calls"] / r["wall"]
         ideal = level / delay
@@ -131,7 +135,7 @@ async def bench(
               f"{r['ratio']:>6.2f} {sequential_s:>8.1f} {r['speedup']:>7.1f}× {r['cpu_ms']:>11.2f} "
               f"{per_call(r['switches'], r['calls']):>13} {r['max_in_flight']:>13} "
               f"{1000 * r['server_cpu'] / max(r['requests'], 1):>11.2f} "
-              f"{per_call(r['server_switches'], r['requests']):>17}  {load} → {load_average()}")
+              f"{per_call(r['server_switches'], r['requests']):>17} {wake:>7.0f}  {load} → {load_average()}")
         if r["finished"] != r["personas"] or r["requests"] != r["calls"]:
             print(f"      note: {r['finished']}/{r['personas']} personas finished, {r['requests']} requests "
                   f"for {r['calls']} calls")

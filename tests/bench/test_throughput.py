@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench._harness import Switches, own_switches
+from bench._harness import Switches, own_switches, wake_cost_us
 from bench.throughput import CPU_TARGET_MS, cpu_check, cpu_target_line, per_call
 
 
@@ -34,3 +34,8 @@ def test_context_switches_are_counted_and_printed_per_call() -> None:
     time.sleep(0.01)  # sleeping is a voluntary switch
     assert (own_switches() - before).voluntary >= 1
     assert per_call(Switches(31, 6), 10) == "3.1+0.6"
+
+
+def test_the_wake_probe_bills_cpu_not_the_time_asleep() -> None:
+    billed = wake_cost_us(sleeps=3, asleep_s=0.05)
+    assert 0 < billed < 0.5 * 0.05 * 1e6  # a sleeping thread is billed its wake-up, never its 50 ms asleep
