@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.text import Text
 
 from personagraph.cli._common import (
     API_KEY_OPTION,
@@ -25,7 +26,8 @@ from personagraph.cli._common import (
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.personas import load_personas
-from personagraph.report.view import render_summary
+from personagraph.report.sections import control_lines, controls_table
+from personagraph.report.view import render_summary, rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
 from personagraph.runs.eval import run as run_eval
@@ -70,6 +72,10 @@ def eval_command(
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     score_kind: str = typer.Option("expected", "--score-kind", help="Scores from 'expected' (probability-"
                                    "weighted, where every verdict has logprobs) or 'integer' verdict scores."),
+    controls: bool = typer.Option(False, "--controls", help="Also answer with control arms (each agent as a "
+                                  "generic assistant and playing a contrasting persona, and a fixed refusal) and "
+                                  "flag the judges when they do not score the contrast and refusal arms clearly "
+                                  "below the agent."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
@@ -104,12 +110,17 @@ def eval_command(
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,
                              non_answers=non_answers, judge_check=judge_check, judge_protocol=judge_protocol,
-                             score_kind=score_kind)
+                             score_kind=score_kind, controls=controls)
         with progress_display() as progress:
             summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
-        console.print(render_summary(summary.model_dump()))
+        shown = summary.model_dump()
+        console.print(render_summary(shown))
+        if (table := controls_table(shown)) is not None:
+            console.print(rich_table(table))
+            for line, warn in control_lines(shown):
+                console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
             f"failed items: {len(summary.failures)} · incomplete personas: {summary.incomplete} · "

@@ -54,6 +54,8 @@ class EvalContext:
     questions_per_task: int = 2
     judge_protocol: str | None = None  # judges/protocols.py; None: each judge's default
     exemplars: bool = True  # write exemplars: only when a judge's protocol reads them (protocols.PROTOCOLS)
+    # who else answers each question, with the sample index of its answer: the control arms (sample 0)
+    extra_answerers: list[tuple[Agent, int]] = field(default_factory=list)
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
 
@@ -154,8 +156,9 @@ async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContex
     task = _task(question.task)
     exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question) if ctx.exemplars
                                          else _none())
+    answerers = [(agent, 0) for agent in ctx.agents] + ctx.extra_answerers
     branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, exemplar_set))
-                for agent in ctx.agents]
+                for agent, _ in answerers]
     try:
         await asyncio.gather(exemplar_set, *branches)
     except BaseException:  # an error that stops the run (or a cancellation): leave nothing running

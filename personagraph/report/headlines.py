@@ -9,7 +9,13 @@ from typing import Any
 
 from personagraph.report.evaldata import headline
 from personagraph.report.load import Run
-from personagraph.report.sections import behavior_table, memory_table, metric_table, session_table
+from personagraph.report.sections import (
+    behavior_table,
+    controls_table,
+    memory_table,
+    metric_table,
+    session_table,
+)
 from personagraph.report.tables import Column, Table
 from personagraph.schemas import TASK_NAMES
 
@@ -79,6 +85,12 @@ def _concat(runs: list[Run], build: Callable[[Run], Table | None]) -> list[Table
         rows = [{"run": run.name, **row} for run, table in group for row in table.rows]
         out.append(Table(title, columns, rows, note=group[0][1].note))
     return out
+
+
+@headline_builder
+def controls_headline(runs: list[Run]) -> list[Table]:
+    """Eval runs with control arms: each agent minus each arm, with its paired CI and the judges' standing."""
+    return _concat([run for run in runs if run.is_eval], lambda run: controls_table(run.summary))
 
 
 @headline_builder

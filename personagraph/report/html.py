@@ -26,7 +26,13 @@ from personagraph.report.evaldata import items, judges_of, verdict_scores
 from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run, load_runs
 from personagraph.report.markup import esc, kv_html, table_html
-from personagraph.report.sections import BUILDERS, judge_check_of, judge_validity_tables, judge_verdicts
+from personagraph.report.sections import (
+    BUILDERS,
+    control_lines,
+    judge_check_of,
+    judge_validity_tables,
+    judge_verdicts,
+)
 from personagraph.report.tables import Column, Table, fmt
 from personagraph.report.view import usage_table
 from personagraph.schemas import TASK_NAMES
@@ -153,6 +159,9 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
         for line, warn in judge_verdicts(judge_check_of(run)) if run.is_eval else []:
             extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
                          f"Judge validity of {esc(run.name)}: {esc(line)}</p>")
+        for line, warn in control_lines(run.summary) if run.is_eval else []:
+            extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
+                         f"Control arms of {esc(run.name)}: {esc(line)}</p>")
         agreement = run.summary.get("judge_agreement") if run.is_eval else None
         if agreement:
             alpha = agreement.get("krippendorff_alpha_ordinal")

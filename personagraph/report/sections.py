@@ -609,3 +609,50 @@ def judge_verdicts(check: dict[str, Any]) -> list[tuple[str, bool]]:
     results = (check.get("results") or {}).values()
     return [(str(r["line"]), r.get("verdict") == "warn")
             for r in results if isinstance(r, dict) and r.get("line")]
+
+
+# --- control arms (eval --controls) -------------------------------------------------------------------
+def _ci_pair(ci: Any) -> str | None:
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if isinstance(ci, list) and len(ci) == 2 else None
+
+
+def controls_table(summary: dict[str, Any]) -> Table | None:
+    """An eval summary's control arms: each agent's PersonaScore minus each arm's, its paired 95% CI and
+    whether the judges scored the arm clearly below the agent (None when the run had no controls)."""
+    controls = summary.get("controls") or {}
+    standing = controls.get("standing") or []
+    if not standing:
+        return None
+    arms = controls.get("arms") or {}
+    rows = []
+    for row in standing:
+        if row.get("clearly_below"):
+            verdict = "clearly below"
+        else:
+            verdict = "⚠ NOT clearly below" if row.get("flagged") else "not clearly below (reported only)"
+        rows.append({"model": row.get("model"), "control": row.get("control"),
+                     "control_score": (arms.get(row.get("control")) or {}).get("persona_score"),
+                     "diff": row.get("diff"), "ci": _ci_pair(row.get("ci")), "n": row.get("n"),
+                     "verdict": verdict})
+    contrasts = controls.get("contrast_personas") or {}
+    note = (f"agent − control: PersonaScore difference on the questions both scored, paired bootstrap 95% CI; "
+            f"{controls.get('rule', '')}. A contrast or refusal arm not clearly below flags the judges.")
+    if len(contrasts) == 1:
+        note += f" Contrast persona: {next(iter(contrasts.values()))}"
+    return Table("Control arms: the judges' standing",
+                 [Column("model", "agent"), Column("control", "control arm"),
+                  Column("control_score", "control PersonaScore", "score"), Column("diff", "agent − control", "score"),
+                  Column("ci", "95% CI (paired)"), Column("n", "questions", "int"), Column("verdict", "judged")],
+                 rows, note=note)
+
+
+def control_lines(summary: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The control arms' verdict on the instrument, one line each, and whether it warns ([] without
+    controls): a flag per arm not clearly below, or one line saying every arm was."""
+    controls = summary.get("controls") or {}
+    if not controls.get("standing"):
+        return []
+    if controls.get("flagged"):
+        return [(f"instrument flagged: {line}", True) for line in controls.get("flags") or []]
+    return [("the judges scored the contrast-persona and refusal arms clearly below every agent "
+             f"({controls.get('rule', '')})", False)]

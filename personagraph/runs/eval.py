@@ -16,11 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from personagraph.agents import Agent
+from personagraph.agents.controls import contrast_persona, control_names, control_standing
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge
 from personagraph.judges.protocols import get_protocol, reads_exemplars
-from personagraph.judges.scoring import summarize_scores
+from personagraph.judges.scoring import score_items, summarize_scores, used_score_kind
 from personagraph.models import ModelSettings, parse_spec
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
@@ -37,6 +38,8 @@ KIND = "eval"
 # ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, the first judge)
 QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
+# fields added after runs existed, that add work: left out of the fingerprint at these defaults
+ADDED_WORK: dict[str, Any] = {"controls": False}
 STAGES = ("select", "questions", "answers", "exemplars", "verdicts")  # the graph's items, in order
 
 
@@ -67,6 +70,7 @@ class EvalConfig(BaseModel):
     judge_check: int = Field(0, ge=0, le=1000)  # then judge-check N answers per task (in RUN_DIR/judge-check)
     judge_protocol: str | None = None  # how judges are asked (judges/protocols.py); None: each judge's default
     score_kind: Literal["expected", "integer"] = "expected"  # probability-weighted verdict scores, where all have one
+    controls: bool = False  # also answer with control arms (agents/controls.py) and report the judges' standing
 
     @field_validator("personas", mode="before")
     @classmethod
@@ -99,6 +103,9 @@ class EvalConfig(BaseModel):
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
         data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers",
                                         "judge_check", "score_kind"})
+        for name, default in ADDED_WORK.items():  # at their defaults, runs made before them keep their units
+            if data[name] == default:
+                del data[name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     def stage_totals(self) -> dict[str, int]:
@@ -111,13 +118,18 @@ class EvalConfig(BaseModel):
         else:
             questions = len(self.personas) * n_tasks * self.questions_per_task
         generated = 0 if self.benchmark is not None else len(self.personas)
+        answering = len(self.answering())
         return {
             "select": generated,
             "questions": generated * n_tasks,
-            "answers": questions * len(self.models),
+            "answers": questions * answering,
             "exemplars": questions if self.reads_exemplars() else 0,
-            "verdicts": questions * len(self.models) * len(self.judges),
+            "verdicts": questions * answering * len(self.judges),
         }
+
+    def answering(self) -> list[str]:
+        """Every name that answers the questions: the models under test, then their control arms."""
+        return [*self.models, *(control_names(self.models) if self.controls else [])]
 
     def reads_exemplars(self) -> bool:
         """Whether the run writes exemplars: only when one of its judges' protocols reads them."""
@@ -139,6 +151,9 @@ class EvalSummary(Summary):
     shortfalls: list[dict[str, Any]] = Field(default_factory=list)  # fewer environments/questions than asked
     tokens: list[dict[str, Any]] = Field(default_factory=list)
     executor: str = "local"
+    # with ``controls``: the control arms' scores (``arms``, shaped like ``models``), each model's PersonaScore
+    # minus each arm's with its paired CI (``standing``), and whether the instrument is ``flagged`` (``flags``)
+    controls: dict[str, Any] = Field(default_factory=dict)
 
 
 def check_judges(config: EvalConfig) -> None:
@@ -270,6 +285,21 @@ def _shortfalls(store: RunStore, persona_ids: set[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def _controls(answers: list[Answer], verdicts: list[Verdict], config: EvalConfig, tasks: Any) -> dict[str, Any]:
+    """The control arms' scores and the judges' standing against them (``EvalSummary.controls``): item
+    scores of the agents and the arms alike (the same score kind and non-answer rule), then
+    :func:`~personagraph.agents.controls.control_standing`."""
+    kind = used_score_kind(verdicts, config.score_kind)  # one kind for agents and arms: they are compared
+    arms = [a for a in answers if a.model not in config.models]
+    arm_verdicts = [v for v in verdicts if v.answer_id in {a.id for a in arms}]
+    scored = summarize_scores(arms, arm_verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
+                              tasks=tasks, score_kind=kind)
+    items = score_items(answers, verdicts, kind, config.non_answers)
+    return {"arms": scored["models"],
+            "contrast_personas": {p.description: contrast_persona(p.description) for p in config.personas},
+            **control_standing(items, config.models, seed=config.seed)}
+
+
 def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSummary:
     """The scores of a run, computed from its store (optionally restricted to one config's work).
 
@@ -283,21 +313,26 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     persona_ids = {p.id for p in config.personas}
     # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
     # give the same CI whatever order concurrency (or a resumed run) wrote them in.
-    answers = [Answer.model_validate(a) for a in store.records("answer")]
-    answers = sorted(
-        (a for a in answers if a.persona_id in persona_ids and a.model in config.models), key=lambda a: a.id
+    answering = set(config.answering())
+    every_answer = [Answer.model_validate(a) for a in store.records("answer")]
+    every_answer = sorted(
+        (a for a in every_answer if a.persona_id in persona_ids and a.model in answering), key=lambda a: a.id
     )
+    every_verdict = [Verdict.model_validate(v) for v in store.records("verdict")]
+    answering_ids = {a.id for a in every_answer}
+    every_verdict = sorted(
+        (v for v in every_verdict if v.answer_id in answering_ids and v.judge in config.judges), key=lambda v: v.id
+    )
+    answers = [a for a in every_answer if a.model in config.models]  # the agents under test
     answer_ids = {a.id for a in answers}
-    verdicts = [Verdict.model_validate(v) for v in store.records("verdict")]
-    verdicts = sorted(
-        (v for v in verdicts if v.answer_id in answer_ids and v.judge in config.judges), key=lambda v: v.id
-    )
+    verdicts = [v for v in every_verdict if v.answer_id in answer_ids]
     selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
     outcomes = [unit_outcome(store, p, config) for p in config.personas]
     return EvalSummary(
         **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
                            tasks=tasks, score_kind=config.score_kind),
+        controls=_controls(every_answer, every_verdict, config, tasks) if config.controls else {},
         personas=len(config.personas),
         personas_finished=sum(o.done for o in outcomes),
         environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),

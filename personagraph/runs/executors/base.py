@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.cached import CachedAgent
+from personagraph.agents.controls import control_agents
 from personagraph.graphs.persona_eval import QUESTION_BATCH, EvalContext
 from personagraph.judges.base import Judge
 from personagraph.models import Meter, ModelClient, ModelSettings
@@ -67,7 +68,8 @@ def build_context(
     """The graph's context for one process: role clients over ``store`` (a RunStore or a proxy of one).
 
     Agents under test are ``plugins`` (loaded here), ``agents`` objects, and a PersonaAgent for every
-    other name in ``config.models``. Judges are ``judges`` objects, plug-in judges for ``module:attr``
+    other name in ``config.models``; with ``config.controls``, their control arms answer too
+    (``extra_answerers``, :mod:`personagraph.agents.controls`). Judges are ``judges`` objects, plug-in judges for ``module:attr``
     names and model clients for the other names (:func:`~personagraph.runs.plugins.judge_for`).
     """
     given = [
@@ -90,6 +92,7 @@ def build_context(
         for spec in config.models
         if spec not in named
     ] + given
+    extra = control_agents(agents) if config.controls else []
     generator = config.generator or config.judges[0]
     given_judges = {judge.name: judge for judge in judges or []}
 
@@ -99,6 +102,7 @@ def build_context(
     return EvalContext(
         store=store,
         agents=agents,
+        extra_answerers=[(arm, 0) for arm in extra],
         judges=[
             judge_for(spec, "judge", given=given_judges,
                       sys_path=plugins.sys_path if plugins else (), store=store, meter=meter,
@@ -152,8 +156,9 @@ class UnitRecords:
         pid = persona.id
         stored = {kind: store.records(kind, unit=pid) for kind in UNIT_RECORDS}
         questions = {q["id"] for q in stored["question"]}
+        answering = set(config.answering())
         answers = [a for a in stored["answer"]
-                   if a["question_id"] in questions and a["model"] in config.models]
+                   if a["question_id"] in questions and a["model"] in answering]
         answer_ids = {a["id"] for a in answers}
         rows = stored | {
             "exemplars": [e for e in stored["exemplars"] if e["question_id"] in questions],
