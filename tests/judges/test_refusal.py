@@ -1,4 +1,7 @@
+from pathlib import Path
+
 import pytest
+import yaml
 
 from personagraph.judges.refusal import detect_refusal
 
@@ -29,3 +32,20 @@ def test_persona_breaks_are_detected(text: str) -> None:
 )
 def test_in_character_answers_are_not_flagged(text: str) -> None:
     assert detect_refusal(text) is None
+
+
+SENTENCES = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "bench" / "refusal_sentences.yaml").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("text", SENTENCES["refusals"])
+def test_assistant_refusals_people_write_are_persona_breaks(text: str) -> None:
+    """bench/refusal_sentences.yaml: stock refusals ("I'm sorry, but I can't assist with that", "I cannot
+    provide…", "I'm not capable of experiencing emotions") seen in real runs."""
+    assert detect_refusal(text), text
+
+
+@pytest.mark.parametrize("text", SENTENCES["in_character"])
+def test_the_same_words_in_character_are_not_breaks(text: str) -> None:
+    assert detect_refusal(text) is None, detect_refusal(text)
