@@ -390,7 +390,8 @@ def _session_failure(summary: SimulateSummary, run_dir: Path, min_consistency: f
             problems.append(f"session {session.get('status')}")
         if not problems:
             continue
-        lines.append(f"session {session['id']} ({session.get('agent')}): {'; '.join(problems)}")
+        who = f"{session.get('agent')} as {_quote(session.get('persona'))!r}"
+        lines.append(f"session {session['id']} ({who}): {'; '.join(problems)}")
         record = records.get(session["id"], {})
         verdict = record.get("session_verdict") or {}
         for judge, found in (verdict.get("judges") or {}).items():

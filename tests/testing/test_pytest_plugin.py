@@ -1,0 +1,164 @@
+"""The pytest plugin as a user meets it: a throwaway project (pytester) with persona tests against test
+agents, no conftest of ours. It passes; the same run again makes 0 LLM calls; a worse agent fails with a
+message naming the task and quoting its lowest-scored answer; a changed agent is evaluated afresh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
+from personagraph.testing import Options, PersonaTester, identity
+
+pytest_plugins = ["pytester"]
+
+PERSONA = "A 70-year-old retired cowboy from Texas"
+
+# A judge that rewards cowboy talk: 5 when the judged text says "partner", else 2 (a verdict of any of
+# personagraph's schemas: the turn rubric's and the session verdict's).
+JUDGE = '''
+import json
+from personagraph.models.testing import register_script
+
+def keyword_judge(messages, schema):
+    text = messages[-1]["content"]
+    good = "partner" in text
+    reply = {"rationale": "talks like a cowboy" if good else "could be anyone", "score": 5 if good else 2}
+    if "contradictions" in schema.get("properties", {}):
+        reply["contradictions"] = []
+    return json.dumps(reply)
+
+register_script("keyword", keyword_judge)
+register_script("cowboy", lambda messages, schema: "Well partner, I saddle up and ride out at dawn.")
+'''
+
+AGENTS = '''
+def cowboy(messages):
+    return "Well partner, I saddle up my horse and ride out at dawn."
+
+async def async_cowboy(messages):
+    return "Howdy partner, the old truck does fine when the mare is tired."
+
+def robot(messages):
+    return "As an AI language model, I do not have personal experiences."
+'''
+
+TESTS = f'''
+import conftest_judge  # registers test:keyword and test:cowboy
+from my_agents import cowboy, robot
+from personagraph.testing import assert_persona, assert_session
+
+PERSONA = {PERSONA!r}
+FAST = {{"judges": ["test:keyword"], "generator": "test:gen", "shortlist": 0}}
+
+def test_function_agent():
+    assert_persona(cowboy, PERSONA, min_score=4, **FAST)
+
+def test_plugin_path_and_task_minimums():
+    assert_persona("my_agents:async_cowboy", PERSONA, tasks={{"persona consistency": 4}}, **FAST)
+
+def test_model_spec_through_the_fixture(personagraph):
+    summary = personagraph.assert_persona("test:cowboy", PERSONA, min_score=4, **FAST)
+    assert summary.models["test:cowboy"]["persona_score"] >= 4
+
+async def test_async_session(personagraph):
+    await personagraph.aassert_session("my_agents:async_cowboy", PERSONA, turns=2, min_consistency=4,
+                                       user_model="test:user", judges=["test:keyword"])
+
+def test_robot():
+    assert_persona(robot, PERSONA, min_score=4, **FAST)
+
+def test_robot_session():
+    assert_session(robot, PERSONA, turns=2, user_model="test:user", judges=["test:keyword"])
+'''
+
+
+def _project(pytester: pytest.Pytester, **files: str) -> None:
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(conftest_judge=JUDGE, my_agents=AGENTS, **files)
+
+
+def _llm_calls(root: Path) -> dict[str, int]:
+    """LLM calls per run directory of the project's persona tests, from their summaries."""
+    return {str(path.parent.relative_to(root)): json.loads(path.read_text())["llm_calls"]
+            for path in sorted((root / ".personagraph").glob("*/*/summary.json"))}
+
+
+def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(pytester: pytest.Pytester) -> None:
+    _project(pytester, test_persona=TESTS)
+    first = pytester.runpytest("-p", "no:cacheprovider")
+    first.assert_outcomes(passed=4, failed=2)
+    calls = _llm_calls(pytester.path)
+    assert len(calls) == 6 and all(n > 0 for n in calls.values()), calls
+
+    failure = first.stdout.str()
+    # eval: the failing tasks named, the lowest-scored answer quoted with the judge's (capped) verdict
+    assert "my_agents:robot as 'A 70-year-old retired cowboy from Texas': PersonaScore 1.20 < 4" in failure
+    assert "failing tasks: Expected Action 1.00 < 4" in failure and "Persona Consistency 1.00 < 4" in failure
+    assert "A: As an AI language model, I do not have personal experiences." in failure
+    assert "test:keyword: 1 (judge said 2; capped: As an AI) — could be anyone" in failure
+    reports = [line.split("report: ", 1)[1].strip() for line in failure.splitlines() if "report: " in line]
+    assert len(reports) == 2 and all(Path(r).is_file() and Path(r).suffix == ".html" for r in reports)
+    # simulate: the session named with its consistency and the judge's rationale, the first break
+    assert "(my_agents:robot as 'A 70-year-old retired cowboy from Texas'): consistency 2.00 < 4.0" in failure
+    assert "test:keyword: 2 — could be anyone" in failure
+    assert "first break: turn 1 (refusal_marker: 'As an AI')" in failure
+    assert (pytester.path / ".personagraph" / ".gitignore").read_text().strip().endswith("*")
+
+    second = pytester.runpytest("-p", "no:cacheprovider")
+    second.assert_outcomes(passed=4, failed=2)
+    assert set(_llm_calls(pytester.path).values()) == {0}
+    second.stdout.fnmatch_lines(["personagraph: 6 persona run(s), 0 LLM call(s), 6 fully cached*"])
+    assert "PersonaScore 1.20 < 4" in second.stdout.str()  # the same verdict, from the cache
+
+    pytester.makepyfile(my_agents=AGENTS.replace("ride out at dawn", "ride out before sunup"))
+    third = pytester.runpytest("-p", "no:cacheprovider", "-k", "function_agent")
+    third.assert_outcomes(passed=1, deselected=5)
+    third.stdout.fnmatch_lines(["personagraph: 1 persona run(s), * LLM call(s), 0 fully cached*"])
+
+
+def test_options_name_the_judge_and_the_agent(pytester: pytest.Pytester) -> None:
+    _project(pytester, test_options=f'''
+import conftest_judge
+from personagraph.testing import assert_persona
+
+def test_defaults_from_the_command_line():
+    summary = assert_persona(None, {PERSONA!r}, generator="test:gen", shortlist=0)
+    assert list(summary.models) == ["test:cowboy"] and summary.judge_agreement["judges"] == ["test:keyword"]
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--personagraph-judge", "test:keyword",
+                                "--personagraph-model", "test:cowboy")
+    result.assert_outcomes(passed=1)
+
+
+def test_offline_puts_every_model_role_on_the_embedded_models(tmp_path: Path) -> None:
+    tester = PersonaTester("t.py::test", tmp_path, Options(judges=("openai:gpt-4o",), offline=True))
+    call, _ = tester._eval_call("openai:gpt-4o-mini", PERSONA, ["openai:gpt-4o"], True, None,
+                                {"generator": "openai:gpt-4o"})
+    assert call["models"] == [DEFAULT_MODEL] and call["judges"] == [DEFAULT_JUDGE]
+    assert call["generator"] == DEFAULT_JUDGE
+    online = PersonaTester("t.py::test", tmp_path, Options(judges=("openai:gpt-4o",)))
+    call, _ = online._eval_call("my_agents:cowboy", PERSONA, None, True, None, {})
+    assert call["models"] == ["my_agents:cowboy"] and call["judges"] == ["openai:gpt-4o"]
+
+
+def test_run_dirs_are_keyed_by_test_agent_and_config(tmp_path: Path) -> None:
+    def cowboy(messages):
+        return "Well partner."
+
+    first_source = identity(cowboy)
+
+    def cowboy(messages):  # noqa: F811 - the same name, other code: another identity
+        return "Howdy partner."
+
+    assert identity(cowboy) != first_source and identity("test:a") == "test:a"
+    tester = PersonaTester("t.py::test_a", tmp_path)
+    _, base = tester._eval_call("test:a", PERSONA, None, True, None, {})
+    assert base.parent == tmp_path / ".personagraph" / "t.py_test_a"
+    assert tester._eval_call("test:a", PERSONA, None, True, None, {})[1] == base
+    assert tester._eval_call("test:b", PERSONA, None, True, None, {})[1] != base
+    assert tester._eval_call("test:a", PERSONA, None, True, None, {"seed": 1})[1] != base
+    other_test = PersonaTester("t.py::test_b", tmp_path)
+    assert other_test._eval_call("test:a", PERSONA, None, True, None, {})[1] != base
