@@ -661,3 +661,30 @@ def length_correlation(
         n_resamples=n_resamples,
         seed=seed,
     )
+
+
+def spearman_difference(
+    first: Sequence[float],
+    second: Sequence[float],
+    human: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """ρ(first, human) − ρ(second, human) on the same items, with a paired bootstrap CI (items resampled
+    together): whether one scorer (a judge) ranks the items better than another (a baseline).
+
+    Raises:
+        ValueError: If the three samples differ in length.
+    """
+    a, b, h = (np.asarray(x, dtype=float) for x in (first, second, human))
+    if not a.shape == b.shape == h.shape:
+        raise ValueError(f"samples differ in length: {a.size}, {b.size}, {h.size}")
+    a_ranks, b_ranks, h_ranks = _rank_lookup(a), _rank_lookup(b), _rank_lookup(h)
+
+    def theta(idx: tuple[np.ndarray, ...]) -> np.ndarray:
+        rows, target = idx[0], h_ranks(idx[0])
+        return _pearson(a_ranks(rows), target, axis=-1) - _pearson(b_ranks(rows), target, axis=-1)
+
+    return _estimate(a, h, theta, confidence=confidence, n_resamples=n_resamples, seed=seed)

@@ -25,7 +25,6 @@ pass/warn line.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Literal
@@ -33,8 +32,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as scipy_stats
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from personagraph.judges.features import content_words
 from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric
 from personagraph.judges.stats import Estimate, bootstrap_ci
@@ -57,7 +56,6 @@ EXPECTED: dict[VariantKind, str] = {
 }
 CONTRAST_FILE = "judges/contrast_personas.yaml"
 TEXT_FILE = "judges/variant_text.yaml"
-_WORD = re.compile(r"[a-z]+")
 
 
 # --- records --------------------------------------------------------------------------------------
@@ -128,11 +126,6 @@ def _variant_text() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def contrast_personas() -> tuple[str, ...]:
     """The packaged contrasting personas."""
     return tuple(read_yaml(CONTRAST_FILE)["personas"])
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-case words of three letters or more that are not English stop words."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in ENGLISH_STOP_WORDS)
 
 
 def make_variant(

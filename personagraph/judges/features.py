@@ -1,0 +1,167 @@
+"""Text evidence about a response, computed without an LLM: the baselines every judge must beat and
+the text features the ``evidence`` judging protocol weighs beside its LLM answers.
+
+Every function reads ``(persona, question, response)``. The question may be a dialogue with
+``Speaker: text`` lines; the response then answers its last line, so the *partner* is that line's
+speaker, and words the partner said do not count as knowledge the response brings.
+
+Baselines (:data:`BASELINES`, reported by ``meta-eval``, ``judge-check`` and
+``bench/judge_protocols.py`` beside every judge figure):
+
+* ``length`` — the response's length in words;
+* ``word_overlap`` — the most content words the response shares with one persona fact (the keyword
+  counter that solves the persona-swap set);
+* ``embedding_similarity`` — the cosine of the response and the persona under the packaged MiniLM.
+
+Content words are lower-case words of three letters or more that are not English stop words
+(scikit-learn's list); :func:`stems` reduces them with the Porter stemmer ("kayaking" and "kayaker"
+meet) for the features, while ``word_overlap`` stays the plain keyword counter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from personagraph.judges.protocols import persona_facts
+
+_WORD = re.compile(r"[a-z]+")
+_SPEAKER = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s?(.*)$")
+
+
+@dataclass(frozen=True)
+class Text:
+    """One response to judge, with what it is judged against."""
+
+    persona: str
+    question: str
+    response: str
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-case words of three letters or more that are not English stop words."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in ENGLISH_STOP_WORDS)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():  # nltk's Porter stemmer needs no downloaded data
+    from nltk.stem import PorterStemmer  # only when a feature is computed
+
+    return PorterStemmer()
+
+
+def stems(text: str) -> frozenset[str]:
+    """The Porter stems of :func:`content_words`."""
+    stem = _stemmer().stem
+    return frozenset(stem(w) for w in content_words(text))
+
+
+def partner_text(question: str) -> str:
+    """What the other side said: in a ``Speaker: text`` dialogue, the lines of the last line's speaker;
+    otherwise the whole question."""
+    lines = [line for line in question.splitlines() if line.strip()]
+    turns = [_SPEAKER.match(line) for line in lines]
+    if not lines or turns[-1] is None:
+        return question
+    partner = turns[-1].group(1)
+    return "\n".join(t.group(2) for t in turns if t is not None and t.group(1) == partner)
+
+
+def last_turn(question: str) -> str:
+    """The line the response answers (its speaker's name removed)."""
+    lines = [line for line in question.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    match = _SPEAKER.match(lines[-1])
+    return match.group(2) if match else lines[-1]
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+# --- the features --------------------------------------------------------------------------------
+def length(t: Text) -> float:
+    """The response's length in words."""
+    return float(len(t.response.split()))
+
+
+def word_overlap(t: Text) -> float:
+    """The most content words the response shares with one persona fact."""
+    words = content_words(t.response)
+    return float(max(len(words & content_words(fact)) for fact in persona_facts(t.persona)))
+
+
+def new_persona_stems(t: Text) -> float:
+    """Persona stems the response uses that the partner did not say: knowledge the response brings
+    (echoing the partner's words is not using one's persona)."""
+    return float(len((stems(t.response) & stems(t.persona)) - stems(partner_text(t.question))))
+
+
+def repetition(t: Text) -> float:
+    """Word pairs the response repeats ("i am a student , but i am a student"): degenerate replies."""
+    words = _words(t.response)
+    pairs = list(zip(words, words[1:], strict=False))
+    return float(len(pairs) - len(set(pairs)))
+
+
+def _cosines(pairs: Sequence[tuple[str, str]]) -> list[float]:
+    from personagraph.embeddings import encode  # torch: only when an embedding feature is computed
+
+    if not pairs:
+        return []
+    left = encode([a or " " for a, _ in pairs])
+    right = encode([b or " " for _, b in pairs])
+    return [float(x) for x in np.einsum("ij,ij->i", left, right)]
+
+
+def embedding_similarity(texts: Sequence[Text]) -> list[float]:
+    """Cosine of the response and the persona (packaged MiniLM)."""
+    return _cosines([(t.response, t.persona) for t in texts])
+
+
+def fact_similarity(texts: Sequence[Text]) -> list[float]:
+    """The highest cosine of the response and one persona fact (packaged MiniLM)."""
+    pairs = [(t.response, fact) for t in texts for fact in persona_facts(t.persona)]
+    cosines = iter(_cosines(pairs))
+    return [max(next(cosines) for _ in persona_facts(t.persona)) for t in texts]
+
+
+def relevance(texts: Sequence[Text]) -> list[float]:
+    """Cosine of the response and the line it answers (packaged MiniLM): is it a reply to it at all?"""
+    return _cosines([(t.response, last_turn(t.question)) for t in texts])
+
+
+def _each(feature: Callable[[Text], float]) -> Callable[[Sequence[Text]], list[float]]:
+    def batch(texts: Sequence[Text]) -> list[float]:
+        return [feature(t) for t in texts]
+
+    batch.__doc__ = feature.__doc__
+    return batch
+
+
+# Every feature by name, computed over a batch (embeddings are encoded in one call).
+FEATURES: dict[str, Callable[[Sequence[Text]], list[float]]] = {
+    "length": _each(length),
+    "word_overlap": _each(word_overlap),
+    "embedding_similarity": embedding_similarity,
+    "new_persona_stems": _each(new_persona_stems),
+    "fact_similarity": fact_similarity,
+    "repetition": _each(repetition),
+    "relevance": relevance,
+}
+BASELINES: tuple[str, ...] = ("length", "word_overlap", "embedding_similarity")
+"""The trivial scorers beside every judge figure: a judge that does not beat them is not worth running."""
+
+
+def compute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, list[float]]:
+    """The named features of every text, in order."""
+    unknown = [n for n in names if n not in FEATURES]
+    if unknown:
+        raise KeyError(f"unknown text feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
+    return {name: FEATURES[name](texts) for name in names}
