@@ -20,20 +20,25 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 import numpy as np
 from chromadb.errors import NotFoundError
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from personagraph.embeddings import encode
 from personagraph.errors import PersonagraphError
 from personagraph.files import iter_jsonl
 from personagraph.memory.embeddings import LocalSentenceEmbedding
+from personagraph.memory.memories import DocumentFormat, Memory
+from personagraph.memory.recall import METHODS, Recaller, RecallSettings
+from personagraph.memory.retriever import MemoryRetriever
+
+if TYPE_CHECKING:
+    from personagraph.models import ModelClient
 
 DEFAULT_COLLECTION = "memories"
-DocumentFormat = Literal["event", "madial"]
 ExportFormat = Literal["personagraph", "madial"]
 _FIELDS = ("time", "scene", "emotion", "event")
 # HNSW defaults: cosine space; ef_search raised from Chroma's 100 so filtered top-k stays exact-like.
@@ -43,40 +48,6 @@ DEFAULT_HNSW: dict[str, Any] = {
     "ef_search": 200,
     "max_neighbors": 32,
 }
-
-
-class Memory(BaseModel):
-    """One remembered event of one user."""
-
-    id: str
-    user_id: str
-    time: str = ""
-    scene: str = ""
-    emotion: str = ""
-    event: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("id", "user_id", mode="before")
-    @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(int(value)) if float(value).is_integer() else str(value)
-        return value
-
-    @field_validator("id", "user_id", "event")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
-
-    def madial_dict(self) -> dict[str, str]:
-        """The memory as MADial stores it: ``{"time", "scene", "emotion", "event"}``."""
-        return {"time": self.time, "scene": self.scene, "emotion": self.emotion, "event": self.event}
-
-    def document(self, fmt: DocumentFormat = "event") -> str:
-        """The text that gets embedded: the event alone, or MADial's ``str(dict)`` of all four fields."""
-        return self.event if fmt == "event" else str(self.madial_dict())
 
 
 @dataclass
@@ -415,6 +386,29 @@ class MemoryBank:
     def search(self, user_id: str, text: str, n: int = 10) -> list[Hit]:
         """Plain dense search of one user's memories for a text."""
         return self.query(user_id, encode([text], model_path=self.model_path), n)[0]
+
+    def as_retriever(
+        self,
+        *,
+        user: str,
+        method: str = "fusion",
+        k: int = 4,
+        settings: RecallSettings | None = None,
+        reranker: ModelClient | None = None,
+    ) -> MemoryRetriever:
+        """One user's memories as a LangChain retriever, recalled by ``method`` (one of
+        :data:`~personagraph.memory.recall.METHODS`; ``settings``: the other recall settings, its method
+        replaced) — the top ``k`` per query; ``reranker``: the LLM reranker when ``settings.rerank_top``.
+
+        Raises:
+            PersonagraphError: an unknown method, or ``k`` below 1.
+        """
+        if method not in METHODS:
+            raise PersonagraphError(f"method={method!r}: unknown; choose one of {', '.join(METHODS)}")
+        if k < 1:
+            raise PersonagraphError(f"k={k}: must be at least 1")
+        chosen = (settings or RecallSettings()).model_copy(update={"method": method})
+        return MemoryRetriever(recaller=Recaller(self, chosen, reranker=reranker), user=str(user), k=k)
 
     # --- files ------------------------------------------------------------------------------------
     def import_file(

@@ -38,12 +38,13 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from personagraph.embeddings import encode
-from personagraph.memory.bank import Memory, MemoryBank
 from personagraph.memory.context import DialogueContext
 from personagraph.memory.emotion import detect_emotion, detect_scene, emotion_affinity, emotion_class
+from personagraph.memory.memories import Memory
 from personagraph.memory.rerank import rerank
 
 if TYPE_CHECKING:
+    from personagraph.memory.bank import MemoryBank
     from personagraph.models import ModelClient
 
 Method = Literal["dense", "bm25", "hybrid", "proactive", "multiview", "fusion"]
