@@ -87,6 +87,7 @@ class Answer(BaseModel):
     error: str | None = None
     refusal: bool = False
     refusal_marker: str | None = None
+    sample: int = 0  # which of the question's repeated samples (``eval --samples K``): 0 .. K-1
 
 
 class Exemplars(BaseModel):

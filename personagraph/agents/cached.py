@@ -22,14 +22,17 @@ class CachedAgent:
         store: the run store (or a proxy with ``get_call``/``put_call``).
         meter: where calls and cache hits are counted.
         role: the meter's role for these calls.
+        sample: which repeated sample of each request this wrapper answers (``eval --samples``): a sample
+            other than 0 is its own cache entry, so the agent is asked again for it.
     """
 
-    def __init__(self, agent: Agent, store: Any, meter: Meter, role: str = "persona") -> None:
+    def __init__(self, agent: Agent, store: Any, meter: Meter, role: str = "persona", sample: int = 0) -> None:
         self.agent = agent
         self.name = agent.name
         self.store = store
         self.meter = meter
         self.role = role
+        self.sample = sample
 
     def __repr__(self) -> str:
         return f"CachedAgent({self.agent!r})"
@@ -37,7 +40,8 @@ class CachedAgent:
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
         """The agent's reply, from the store when this exact request has been answered before."""
         request = [{"role": "persona", "content": persona}, *messages]
-        key = cache_key(f"agent:{self.name}", "", request, {})
+        params = {"sample": self.sample} if self.sample else {}  # sample 0: the key of runs without samples
+        key = cache_key(f"agent:{self.name}", "", request, params)
         if (row := self.store.get_call(key)) is not None:
             self.meter._add(self.meter.cache_hits, self.role)
             return Completion("ok", row.text, cached=True)
@@ -49,6 +53,6 @@ class CachedAgent:
         self.meter._add(self.meter.calls, self.role)
         self.store.put_call(
             CallRow(key, self.role, self.name, reply.text, 0, 0, time.perf_counter() - started),
-            {"messages": request, "params": {}},
+            {"messages": request, "params": params},
         )
         return reply

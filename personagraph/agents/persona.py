@@ -22,15 +22,25 @@ class PersonaAgent:
         return await self.client.complete([system, *messages])
 
 
-async def answer_question(agent: Agent, persona: str, question: Question) -> Answer:
+def sample_seed(seed: int, sample: int) -> int:
+    """The sampling seed of a question's ``sample``-th answer in a run seeded ``seed``: ``seed`` itself for
+    sample 0 (its calls keep their cache keys), a hash of both for the others (distinct, and not another
+    run's sample 0: runs seeded 0 and 1 share no sample)."""
+    return seed if sample == 0 else int(short_id(str(seed), "sample", str(sample)), 16) % 2**31
+
+
+async def answer_question(agent: Agent, persona: str, question: Question, sample: int = 0) -> Answer:
     """The agent's answer to one evaluation question, with persona breaks flagged.
 
-    A failed call or an empty reply is a failed answer (kept with its reason, never judged).
+    A failed call or an empty reply is a failed answer (kept with its reason, never judged). ``sample``:
+    which repeated sample this is (``agent`` is the one that samples it); sample 0 keeps the answer ids of
+    runs without samples.
     """
     reply = await agent.respond(persona, [{"role": "user", "content": question.text}])
-    answer_id = short_id(question.id, agent.name)
+    answer_id = short_id(question.id, agent.name) if sample == 0 else short_id(question.id, agent.name,
+                                                                               f"sample {sample}")
     common = dict(id=answer_id, question_id=question.id, persona_id=question.persona_id,
-                  task=question.task, model=agent.name)
+                  task=question.task, model=agent.name, sample=sample)
     if not reply.ok:
         return Answer(**common, status="failed", error=reply.error)
     text = reply.text.strip()

@@ -26,7 +26,7 @@ from personagraph.cli._common import (
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.personas import load_personas
-from personagraph.report.sections import control_lines, controls_table
+from personagraph.report.sections import control_lines, controls_table, samples_table
 from personagraph.report.view import render_summary, rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
@@ -74,6 +74,11 @@ def eval_command(
                                    "weighted, where every verdict has logprobs) or 'integer' verdict scores."),
     controls: bool = typer.Option(False, "--controls", help="Also answer with control arms (each agent as a "
                                   "generic assistant and playing a contrasting persona, and a fixed refusal) and "
+    samples: int = typer.Option(1, "--samples", min=1, max=100, help="Answer every question K times per agent, "
+                                "each with its own seed: the CI covers questions and samples, with the "
+                                "per-question spread and pass^K per task."),
+    pass_threshold: float = typer.Option(4, "--pass-threshold", min=1, max=5, help="pass^K counts a question "
+                                         "when all K of its answers score at least this."),
                                   "flag the judges when they do not score the contrast and refusal arms clearly "
                                   "below the agent."),
     base_url: str | None = BASE_URL_OPTION,
@@ -110,7 +115,8 @@ def eval_command(
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,
                              non_answers=non_answers, judge_check=judge_check, judge_protocol=judge_protocol,
-                             score_kind=score_kind, controls=controls)
+                             score_kind=score_kind, controls=controls, samples=samples,
+                             pass_threshold=pass_threshold)
         with progress_display() as progress:
             summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
                                      on_progress=progress_bars(progress), executor=executor,
@@ -120,6 +126,8 @@ def eval_command(
         if (table := controls_table(shown)) is not None:
             console.print(rich_table(table))
             for line, warn in control_lines(shown):
+        if (table := samples_table(shown)) is not None:
+            console.print(rich_table(table))
                 console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "

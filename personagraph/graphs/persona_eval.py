@@ -54,7 +54,8 @@ class EvalContext:
     questions_per_task: int = 2
     judge_protocol: str | None = None  # judges/protocols.py; None: each judge's default
     exemplars: bool = True  # write exemplars: only when a judge's protocol reads them (protocols.PROTOCOLS)
-    # who else answers each question, with the sample index of its answer: the control arms (sample 0)
+    # who else answers each question, with the sample index of its answer: the agents' samples 1 .. K-1
+    # (``eval --samples K``; each agent here samples with its own seed) and the control arms (sample 0)
     extra_answerers: list[tuple[Agent, int]] = field(default_factory=list)
     on_item: Callable[[str], None] = field(default=lambda stage: None)
 
@@ -157,8 +158,8 @@ async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContex
     exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question) if ctx.exemplars
                                          else _none())
     answerers = [(agent, 0) for agent in ctx.agents] + ctx.extra_answerers
-    branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, exemplar_set))
-                for agent, _ in answerers]
+    branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, sample, exemplar_set))
+                for agent, sample in answerers]
     try:
         await asyncio.gather(exemplar_set, *branches)
     except BaseException:  # an error that stops the run (or a cancellation): leave nothing running
@@ -185,10 +186,10 @@ async def _exemplars(ctx: EvalContext, persona: str, task: Task, question: Quest
 
 
 async def _answer_and_judge(
-    ctx: EvalContext, persona: str, task: Task, question: Question, agent: Agent,
+    ctx: EvalContext, persona: str, task: Task, question: Question, agent: Agent, sample: int,
     exemplar_set: asyncio.Future[Exemplars | None],
 ) -> tuple[Answer, list[Verdict]]:
-    answer = await answer_question(agent, persona, question)
+    answer = await answer_question(agent, persona, question, sample)
     ctx.store.put("answer", answer.id, answer, unit=answer.persona_id)
     ctx.on_item("answers")
     if answer.status != "ok":

@@ -23,7 +23,13 @@ import numpy as np
 
 from personagraph.environments.pool import task_by_name
 from personagraph.judges.rubrics import load_rubric
-from personagraph.judges.stats import describe, independent_bootstrap_ci, krippendorff_alpha, mean_of_means
+from personagraph.judges.stats import (
+    describe,
+    hierarchical_bootstrap_ci,
+    independent_bootstrap_ci,
+    krippendorff_alpha,
+    mean_of_means,
+)
 from personagraph.schemas import TASK_NAMES, Answer, ItemScore, Verdict
 
 ScoreKind = Literal["expected", "integer"]
@@ -96,17 +102,72 @@ def _persona_score_ci(per_task: dict[str, list[float]], seed: int = 0) -> list[f
     return [low, high] if math.isfinite(low) and math.isfinite(high) else None
 
 
+def pass_k(questions: Iterable[list[float]], k: int, threshold: float) -> tuple[float | None, int]:
+    """pass^k: the share of questions whose every one of ``k`` samples scored ≥ ``threshold`` (a non-answer
+    scores its minimum: it fails), over the questions with all ``k`` scored; and that count."""
+    decided = [scores for scores in questions if len(scores) == k]
+    passed = sum(all(s >= threshold for s in scores) for scores in decided)
+    return (passed / len(decided) if decided else None), len(decided)
+
+
+def _spread(questions: list[list[float]]) -> float | None:
+    """The mean over questions (with two or more scored samples) of their samples' standard deviation."""
+    sds = [float(np.std(scores, ddof=1)) for scores in questions if len(scores) >= 2]
+    return float(np.mean(sds)) if sds else None
+
+
+def _ci(low: float, high: float) -> list[float] | None:
+    return [low, high] if math.isfinite(low) and math.isfinite(high) else None
+
+
+def _with_samples(result: dict[str, Any], items: list[ItemScore], k: int, threshold: float, seed: int) -> None:
+    """Repeated samples (``k`` per question): each task's mean is the mean of its questions' sample means,
+    its CI and the PersonaScore's are two-stage bootstraps (questions within tasks, then each question's
+    samples: :func:`~personagraph.judges.stats.hierarchical_bootstrap_ci`), beside the per-question spread
+    and pass^k (per task and over all questions); ``samples`` lists each question's scores."""
+    by_question: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for item in items:
+        by_question.setdefault((item.task, item.question_id), [])
+        if item.score is not None:
+            by_question[(item.task, item.question_id)].append(item.score)
+    per_task: dict[str, list[list[float]]] = defaultdict(list)
+    for (task, _), scores in sorted(by_question.items()):
+        per_task[task].append(scores)
+    for task, entry in result["tasks"].items():
+        questions = per_task.get(task, [])
+        scored = [scores for scores in questions if scores]
+        entry["mean"] = float(np.mean([np.mean(scores) for scores in scored])) if scored else None
+        entry["ci"] = _ci(*hierarchical_bootstrap_ci([scored], seed=seed)) if scored else None
+        entry["questions_scored"] = len(scored)
+        entry["sample_sd"] = _spread(questions)
+        entry["pass_k"], entry["pass_k_n"] = pass_k(questions, k, threshold)
+    means = [t["mean"] for t in result["tasks"].values() if t["mean"] is not None]
+    if result["persona_score"] is not None:
+        result["persona_score"] = float(np.mean(means))
+        strata = [[scores for scores in per_task[task] if scores] for task in result["tasks"]]
+        result["ci"] = _ci(*hierarchical_bootstrap_ci(strata, seed=seed))
+    every = [scores for task in result["tasks"] for scores in per_task.get(task, [])]
+    share, decided = pass_k(every, k, threshold)
+    result["samples"] = {
+        "k": k, "pass_threshold": threshold, "pass_k": share, "pass_k_n": decided, "sample_sd": _spread(every),
+        "ci_resampled": "questions within tasks, then each question's samples",
+        "questions": [{"task": task, "question_id": qid, "scores": scores}
+                      for (task, qid), scores in sorted(by_question.items())],
+    }
+
+
 def summarize_scores(
     answers: list[Answer], verdicts: list[Verdict], judges: list[str], seed: int = 0,
     score_kind: ScoreKind = "expected", non_answers: NonAnswers = "minimum",
-    tasks: Iterable[str] | None = None,
+    tasks: Iterable[str] | None = None, samples: int = 1, pass_threshold: float = 4,
 ) -> dict[str, Any]:
     """The per-model scores and judge agreement, in the shape of ``summary.json``'s model section.
 
     ``score_kind``: the scores wanted; ``summary["score_kind"]`` says which were used. ``non_answers``:
     how failed or empty answers count (see the module). ``tasks``: the tasks every model must have a
     scored answer in for a PersonaScore — the run's tasks (the five, or a static benchmark's); default:
-    every task any answer is in.
+    every task any answer is in. ``samples`` K > 1: answers are K samples per question; task means, CIs,
+    the spread and pass^k (``pass_threshold``) are computed over questions and samples (``_with_samples``).
     """
     wanted = set(tasks) if tasks is not None else {a.task for a in answers}
     expected_tasks = [t for t in TASK_NAMES if t in wanted]
@@ -154,6 +215,8 @@ def summarize_scores(
             "failed_answers": len(model_answers) - answered,
             "tasks": tasks,
         }
+        if samples > 1:
+            _with_samples(models[model], model_items, samples, pass_threshold, seed)
     # Agreement: judges as raters, answers as items.
     answer_ids = [a.id for a in answers if a.status == "ok"]
     table = {(v.judge, v.answer_id): v.score for v in verdicts if v.status == "ok"}

@@ -386,6 +386,67 @@ def mean_difference(first: np.ndarray, second: np.ndarray, axis: int = -1) -> np
     return np.mean(first, axis=axis) - np.mean(second, axis=axis)
 
 
+def hierarchical_bootstrap_ci(
+    strata: Sequence[Sequence[Sequence[float]]],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Two-stage percentile bootstrap CI of the mean over strata of the mean over units of the mean over
+    each unit's repeats: e.g. tasks, their questions, and each question's repeated samples.
+
+    Every resample draws, within each stratum, as many units as it has (with replacement), then for each
+    drawn unit as many of its repeats as it has (with replacement): the interval covers the spread between
+    units and between repeats of one unit. One repeat per unit is the stratified bootstrap of
+    :func:`mean_of_means`.
+
+    Args:
+        strata: per stratum, per unit, the unit's repeated observations (units with none are left out).
+        confidence: Confidence level of the two-sided interval.
+        n_resamples: Number of bootstrap resamples.
+        seed: Seed of the resampling generator; the same inputs always give the same interval.
+
+    Returns:
+        ``(low, high)``; ``(nan, nan)`` when a stratum has no observation or there are fewer than two in
+        all; ``(s, s)`` when every observation is equal.
+    """
+    tables, values = [], []
+    for stratum in strata:
+        units = [np.asarray(u, dtype=float) for u in stratum if len(u)]
+        if not units:
+            return math.nan, math.nan
+        counts = np.array([u.size for u in units])
+        table = np.zeros((len(units), int(counts.max())))  # a row per unit, its repeats first
+        for row, unit in enumerate(units):
+            table[row, : unit.size] = unit
+        tables.append((table, counts))
+        values += units
+    every = np.concatenate(values) if values else np.array([])
+    if every.size < 2:
+        return math.nan, math.nan
+    if np.all(every == every[0]):
+        return float(every[0]), float(every[0])
+    rng = np.random.default_rng(seed)
+    alpha = (1 - confidence) / 2
+    rows = _rows_per_batch(max(t.size for t, _ in tables))
+    parts = []
+    for start in range(0, n_resamples, rows):
+        b = min(rows, n_resamples - start)
+        means = []
+        for table, counts in tables:
+            n, width = table.shape
+            units = rng.integers(0, n, size=(b, n))
+            drawn = counts[units]  # (b, n): how many repeats each drawn unit has
+            repeats = (rng.random((b, n, width)) * drawn[..., None]).astype(int)
+            keep = np.arange(width) < drawn[..., None]
+            sums = np.where(keep, table[units[..., None], repeats], 0.0).sum(axis=-1)
+            means.append((sums / drawn).mean(axis=-1))
+        parts.append(np.mean(means, axis=0))
+    low, high = np.quantile(np.concatenate(parts), [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
 def describe(values: Sequence[float], *, confidence: float = 0.95, seed: int = 0) -> Stats:
     """Summarise scores: count, mean, sample standard deviation and bootstrap CI of the mean.
 

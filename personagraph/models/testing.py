@@ -7,7 +7,8 @@ scripts with :func:`register_script`.
 
 Behaviours: ``test:refuser`` breaks persona, ``test:empty`` says nothing, ``test:broken`` returns
 unparsable structured output, ``test:flaky`` fails every first attempt, ``test:down`` always fails,
-``test:slow…`` answers after a delay; any other name answers normally.
+``test:slow…`` answers after a delay, ``test:seeded`` samples: its free-text reply also depends on the
+request's ``seed``, and breaks persona in about one reply in three; any other name answers normally.
 
 Asked for ``top_logprobs=k``, every model returns deterministic log-probabilities in OpenAI's format: a
 digit token is the most likely of a peaked distribution over its neighbouring digits (so a judge's
@@ -101,7 +102,8 @@ def _free_text(messages: list[dict[str, Any]], rng: random.Random) -> str:
     return f"{rng.choice(openers)} when it comes to {' '.join(words) or 'that'}, I do it my own way. That is how I was raised."
 
 
-def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
+def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+          seed: int | None = None) -> str:
     """The reply of ``test:<name>`` to a request (see the module docstring for the behaviours)."""
     schema = None
     if response_format:
@@ -118,6 +120,11 @@ def reply(name: str, messages: list[dict[str, Any]], response_format: dict[str, 
         raise TransientModelError("test:down never answers")
     if name == "empty":
         return ""
+    if name == "seeded" and schema is None:
+        rng = _rng(messages, f"{name}-{seed}")
+        if rng.random() < 1 / 3:
+            return "As an AI language model, I don't have personal experiences, but I can share general information."
+        return _free_text(messages, rng)
     if name == "refuser" and schema is None:
         return "As an AI language model, I don't have personal experiences, but I can share general information."
     if name == "broken" and schema is not None:
@@ -153,9 +160,9 @@ def token_logprobs(text: str, top_logprobs: int) -> list[dict[str, Any]]:
 
 
 def scripted_completion(name: str, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
-                        top_logprobs: int | None = None) -> ChatReply:
+                        top_logprobs: int | None = None, seed: int | None = None) -> ChatReply:
     """The completion of ``test:<name>``: :func:`reply`, whitespace-word token counts, logprobs if asked."""
-    text = reply(name, messages, response_format)
+    text = reply(name, messages, response_format, seed)
     tokens_in = sum(len(str(m.get("content", "")).split()) for m in messages)
     logprobs = parse_logprobs({"content": token_logprobs(text, top_logprobs)}) if top_logprobs else None
     return ChatReply(text, tokens_in, len(text.split()), logprobs)
@@ -165,7 +172,8 @@ async def scripted_call(name: str, body: dict[str, Any]) -> ChatReply:
     """:func:`scripted_completion` of an OpenAI-style request body (``test:slow*`` answers after a delay)."""
     if name.startswith("slow"):
         await asyncio.sleep(SLOW_DELAY_S)
-    return scripted_completion(name, body["messages"], body.get("response_format"), body.get("top_logprobs"))
+    return scripted_completion(name, body["messages"], body.get("response_format"), body.get("top_logprobs"),
+                               body.get("seed"))
 
 
 class ScriptedChatModel(BaseChatModel):

@@ -165,3 +165,30 @@ def bars(categories: Sequence[str], series: dict[str, Sequence[float | None]], *
     fig.update_yaxes(title_text=html.escape(y_title), range=list(y_range) if y_range else None)
     fig.update_layout(barmode="group", showlegend=True)
     return _layout(fig, height=height, title=title, top=90)
+
+
+def sample_spread(questions: dict[str, list[dict[str, Any]]], *, title: str) -> go.Figure:
+    """Repeated samples: per question (grouped by task), each sample's score as a dot and the range of the
+    question's samples as a bar around their mean, one colour per series (model)."""
+    fig = go.Figure()
+    for index, (name, rows) in enumerate(questions.items()):
+        xs = [f"{label(row['task'], 24)} · q{n + 1}" for n, row in enumerate(rows)]
+        means = [sum(row["scores"]) / len(row["scores"]) if row["scores"] else None for row in rows]
+        fig.add_trace(go.Scatter(
+            x=xs, y=means, name=label(name, 40), mode="markers", legendgroup=name,
+            marker={"color": color(index), "size": 11, "symbol": "line-ew-open", "line": {"width": 3}},
+            error_y={"type": "data", "symmetric": False, "color": color(index), "thickness": 2, "width": 6,
+                     "array": [max(r["scores"]) - m if m is not None else None for r, m in zip(rows, means, strict=True)],
+                     "arrayminus": [m - min(r["scores"]) if m is not None else None
+                                    for r, m in zip(rows, means, strict=True)]},
+            hovertemplate="%{x}: mean %{y:.2f}<extra>" + label(name, 40) + "</extra>",
+        ))
+        dots = [(x, s) for x, row in zip(xs, rows, strict=True) for s in row["scores"]]
+        fig.add_trace(go.Scatter(
+            x=[x for x, _ in dots], y=[s for _, s in dots], mode="markers", showlegend=False, legendgroup=name,
+            marker={"color": color(index), "size": 7, "opacity": 0.6},
+            hovertemplate="%{x}: sample score %{y:.2f}<extra>" + label(name, 40) + "</extra>",
+        ))
+    fig.update_yaxes(title_text="score", range=[0.8, 5.2])
+    fig.update_xaxes(tickangle=-45, type="category")
+    return _layout(fig, height=420, title=title, top=90)

@@ -155,17 +155,18 @@ def _question_scores(run: Run, model: str, judges: list[str]) -> dict[tuple[str,
     """(task, question id) → item score of ``model`` from ``judges``' parsed verdicts.
 
     A question's id hashes its persona, task, position and text, so the same question has the same id in
-    every run; two runs share exactly the questions both asked.
+    every run; two runs share exactly the questions both asked. A question answered several times
+    (``eval --samples K``) scores the mean of its samples' item scores.
     """
-    out = {}
+    found: dict[tuple[str, str], list[float]] = {}
     for item in items(run):
         if item["model"] != model or item["status"] != "ok":
             continue
         scores = [v["score"] for v in item["verdicts"]
                   if v.get("judge") in judges and v.get("status") == "ok" and v.get("score") is not None]
         if scores:
-            out[(str(item["task"]), str(item["question_id"]))] = float(np.mean(scores))
-    return out
+            found.setdefault((str(item["task"]), str(item["question_id"])), []).append(float(np.mean(scores)))
+    return {key: float(np.mean(scores)) for key, scores in found.items()}
 
 
 def _models(run: Run) -> list[str]:

@@ -73,6 +73,7 @@ def _items(run: Run) -> list[dict[str, Any]]:
             "status": answer.get("status"),
             "error": answer.get("error"),
             "refusal": bool(answer.get("refusal")),
+            "sample": answer.get("sample", 0),
             "score": float(np.mean(scores)) if scores else None,
             "verdicts": found,
         })

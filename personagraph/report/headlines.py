@@ -14,6 +14,7 @@ from personagraph.report.sections import (
     controls_table,
     memory_table,
     metric_table,
+    samples_table,
     session_table,
 )
 from personagraph.report.tables import Column, Table
@@ -91,6 +92,12 @@ def _concat(runs: list[Run], build: Callable[[Run], Table | None]) -> list[Table
 def controls_headline(runs: list[Run]) -> list[Table]:
     """Eval runs with control arms: each agent minus each arm, with its paired CI and the judges' standing."""
     return _concat([run for run in runs if run.is_eval], lambda run: controls_table(run.summary))
+
+
+@headline_builder
+def samples_headline(runs: list[Run]) -> list[Table]:
+    """Eval runs with repeated samples: per agent and task, mean, CI over questions and samples, spread, pass^K."""
+    return _concat([run for run in runs if run.is_eval], lambda run: samples_table(run.summary))
 
 
 @headline_builder

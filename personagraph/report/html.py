@@ -236,6 +236,18 @@ def _distributions(run: Run, page: Page) -> str:
     return f"<h3>Score distributions</h3>{body}<p class=\"note\">{esc(note)}</p>"
 
 
+def _sample_spread(run: Run, page: Page) -> str:
+    """Repeated samples (``eval --samples K``): each question's spread of sample scores (the headline holds
+    the table of spread and pass^K)."""
+    questions = {model: result["samples"]["questions"] for model, result in (run.summary.get("models") or {}).items()
+                 if isinstance(result, dict) and isinstance(result.get("samples"), dict)}
+    if not questions:
+        return ""
+    figure = page.figure(charts.sample_spread(questions, title="Spread of each question's sample scores"))
+    note = "A dot per sample; the bar spans the question's lowest to highest sample score around their mean."
+    return f"<h3>Repeated samples</h3>{figure}<p class=\"note\">{esc(note)}</p>"
+
+
 def _per_persona(run: Run, page: Page) -> str:
     rows = items(run)
     personas = list(dict.fromkeys(i["persona"] for i in rows))
@@ -400,7 +412,8 @@ def run_sections(run: Run, page: Page, *, lowest: int = 10) -> list[str]:
     """The HTML parts of one run, in page order; parts without data are empty and left out."""
     parts: list[str] = []
     if run.is_eval:
-        parts += [_distributions(run, page), _per_persona(run, page), _lowest(run, page, lowest)]
+        parts += [_distributions(run, page), _sample_spread(run, page), _per_persona(run, page),
+                  _lowest(run, page, lowest)]
     parts += [builder(run, page) for builder in BUILDERS]
     parts += [_judge_validity(run)]
     parts += [_usage(run, page), _errors(run, page), _config(run, page)]

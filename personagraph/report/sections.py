@@ -656,3 +656,33 @@ def control_lines(summary: dict[str, Any]) -> list[tuple[str, bool]]:
         return [(f"instrument flagged: {line}", True) for line in controls.get("flags") or []]
     return [("the judges scored the contrast-persona and refusal arms clearly below every agent "
              f"({controls.get('rule', '')})", False)]
+
+
+# --- repeated samples (eval --samples K) ----------------------------------------------------------------
+def samples_table(summary: dict[str, Any]) -> Table | None:
+    """An eval summary's repeated samples: per agent and task the mean, its CI over questions and samples,
+    the per-question spread and pass^K (None when each question was answered once)."""
+    rows, k, threshold = [], None, None
+    for model, result in (summary.get("models") or {}).items():
+        sampled = result.get("samples") if isinstance(result, dict) else None
+        if not isinstance(sampled, dict):
+            continue
+        k, threshold = sampled.get("k"), sampled.get("pass_threshold")
+        for task, entry in (result.get("tasks") or {}).items():
+            rows.append({"model": model, "task": task, "mean": entry.get("mean"), "ci": entry.get("ci"),
+                         "sample_sd": entry.get("sample_sd"), "pass_k": entry.get("pass_k"),
+                         "n": entry.get("pass_k_n")})
+        rows.append({"model": model, "task": "PersonaScore / all questions", "mean": result.get("persona_score"),
+                     "ci": result.get("ci"), "sample_sd": sampled.get("sample_sd"), "pass_k": sampled.get("pass_k"),
+                     "n": sampled.get("pass_k_n"), "_total": True})
+    if not rows:
+        return None
+    return Table(f"Repeated samples: {k} answers per question",
+                 [Column("model", "agent"), Column("task", "task"), Column("mean", "mean", "score"),
+                  Column("ci", "95% CI (questions × samples)"), Column("sample_sd", "spread (SD)", "score"),
+                  Column("pass_k", f"pass^{k}", "pct"), Column("n", "questions", "int")],
+                 rows,
+                 note=(f"Mean over questions of each question's {k} sample scores; 95% CI: two-stage bootstrap "
+                       "(questions within tasks, then each question's samples). Spread: the mean over questions of "
+                       f"the SD of their samples' scores. pass^{k}: share of questions whose {k} answers all "
+                       f"scored ≥ {threshold}."))

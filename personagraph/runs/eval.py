@@ -39,7 +39,7 @@ KIND = "eval"
 QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults
-ADDED_WORK: dict[str, Any] = {"controls": False}
+ADDED_WORK: dict[str, Any] = {"controls": False, "samples": 1}
 STAGES = ("select", "questions", "answers", "exemplars", "verdicts")  # the graph's items, in order
 
 
@@ -72,6 +72,8 @@ class EvalConfig(BaseModel):
     score_kind: Literal["expected", "integer"] = "expected"  # probability-weighted verdict scores, where all have one
     controls: bool = False  # also answer with control arms (agents/controls.py) and report the judges' standing
 
+    samples: int = Field(1, ge=1, le=100)  # answers per question and agent, each with its own seed
+    pass_threshold: float = Field(4, ge=1, le=5)  # pass^k: the share of questions whose every sample scores ≥ this
     @field_validator("personas", mode="before")
     @classmethod
     def _plain_strings(cls, value: Any) -> Any:
@@ -102,9 +104,9 @@ class EvalConfig(BaseModel):
     def fingerprint(self) -> str:
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
         data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers",
-                                        "judge_check", "score_kind"})
+                                        "judge_check", "score_kind", "pass_threshold"})
         for name, default in ADDED_WORK.items():  # at their defaults, runs made before them keep their units
-            if data[name] == default:
+            if name in data and data[name] == default:
                 del data[name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
@@ -118,7 +120,7 @@ class EvalConfig(BaseModel):
         else:
             questions = len(self.personas) * n_tasks * self.questions_per_task
         generated = 0 if self.benchmark is not None else len(self.personas)
-        answering = len(self.answering())
+        answering = len(self.models) * self.samples + len(self.answering()) - len(self.models)
         return {
             "select": generated,
             "questions": generated * n_tasks,
@@ -128,7 +130,8 @@ class EvalConfig(BaseModel):
         }
 
     def answering(self) -> list[str]:
-        """Every name that answers the questions: the models under test, then their control arms."""
+        """Every name that answers the questions: the models under test (``samples`` answers per question
+        each), then their control arms (one answer per question each)."""
         return [*self.models, *(control_names(self.models) if self.controls else [])]
 
     def reads_exemplars(self) -> bool:
@@ -331,7 +334,8 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     outcomes = [unit_outcome(store, p, config) for p in config.personas]
     return EvalSummary(
         **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
-                           tasks=tasks, score_kind=config.score_kind),
+                           tasks=tasks, score_kind=config.score_kind, samples=config.samples,
+                           pass_threshold=config.pass_threshold),
         controls=_controls(every_answer, every_verdict, config, tasks) if config.controls else {},
         personas=len(config.personas),
         personas_finished=sum(o.done for o in outcomes),

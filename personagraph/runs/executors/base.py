@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from personagraph.agents import Agent, PersonaAgent
 from personagraph.agents.cached import CachedAgent
 from personagraph.agents.controls import control_agents
+from personagraph.agents.persona import sample_seed
 from personagraph.graphs.persona_eval import QUESTION_BATCH, EvalContext
 from personagraph.judges.base import Judge
 from personagraph.models import Meter, ModelClient, ModelSettings
@@ -68,31 +69,37 @@ def build_context(
     """The graph's context for one process: role clients over ``store`` (a RunStore or a proxy of one).
 
     Agents under test are ``plugins`` (loaded here), ``agents`` objects, and a PersonaAgent for every
-    other name in ``config.models``; with ``config.controls``, their control arms answer too
-    (``extra_answerers``, :mod:`personagraph.agents.controls`). Judges are ``judges`` objects, plug-in judges for ``module:attr``
+    other name in ``config.models``; with ``config.samples`` K > 1, each answers K times (samples 1 .. K-1
+    in ``extra_answerers``), and with ``config.controls`` their control arms answer too
+    (:mod:`personagraph.agents.controls`). Judges are ``judges`` objects, plug-in judges for ``module:attr``
     names and model clients for the other names (:func:`~personagraph.runs.plugins.judge_for`).
     """
-    given = [
-        CachedAgent(agent, store, meter)
-        for agent in [*(plugins.agents() if plugins else []), *(agents or [])]
-    ]
-    named = {agent.name for agent in given}
-    agents = [
-        PersonaAgent(
-            ModelClient.create(
-                spec,
-                "persona",
-                store=store,
-                meter=meter,
-                settings=settings,
-                temperature=config.persona_temperature,
-                max_tokens=config.max_answer_tokens,
+    objects = [*(plugins.agents() if plugins else []), *(agents or [])]
+    named = {agent.name for agent in objects}
+
+    def sampled(sample: int) -> list[Agent]:
+        """The agents under test answering their ``sample``-th sample: model agents with that sample's seed,
+        agent objects asked again (a cache entry per sample)."""
+        return [
+            PersonaAgent(
+                ModelClient.create(
+                    spec,
+                    "persona",
+                    store=store,
+                    meter=meter,
+                    settings=settings,
+                    temperature=config.persona_temperature,
+                    max_tokens=config.max_answer_tokens,
+                    seed=sample_seed(settings.seed, sample),
+                )
             )
-        )
-        for spec in config.models
-        if spec not in named
-    ] + given
-    extra = control_agents(agents) if config.controls else []
+            for spec in config.models
+            if spec not in named
+        ] + [CachedAgent(agent, store, meter, sample=sample) for agent in objects]
+
+    agents = sampled(0)
+    extra = [(agent, sample) for sample in range(1, config.samples) for agent in sampled(sample)]
+    extra += [(arm, 0) for arm in control_agents(agents)] if config.controls else []
     generator = config.generator or config.judges[0]
     given_judges = {judge.name: judge for judge in judges or []}
 
@@ -102,7 +109,7 @@ def build_context(
     return EvalContext(
         store=store,
         agents=agents,
-        extra_answerers=[(arm, 0) for arm in extra],
+        extra_answerers=extra,
         judges=[
             judge_for(spec, "judge", given=given_judges,
                       sys_path=plugins.sys_path if plugins else (), store=store, meter=meter,
