@@ -72,13 +72,13 @@ def eval_command(
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     score_kind: str = typer.Option("expected", "--score-kind", help="Scores from 'expected' (probability-"
                                    "weighted, where every verdict has logprobs) or 'integer' verdict scores."),
-    controls: bool = typer.Option(False, "--controls", help="Also answer with control arms (each agent as a "
-                                  "generic assistant and playing a contrasting persona, and a fixed refusal) and "
     samples: int = typer.Option(1, "--samples", min=1, max=100, help="Answer every question K times per agent, "
                                 "each with its own seed: the CI covers questions and samples, with the "
                                 "per-question spread and pass^K per task."),
     pass_threshold: float = typer.Option(4, "--pass-threshold", min=1, max=5, help="pass^K counts a question "
                                          "when all K of its answers score at least this."),
+    controls: bool = typer.Option(False, "--controls", help="Also answer with control arms (each agent as a "
+                                  "generic assistant and playing a contrasting persona, and a fixed refusal) and "
                                   "flag the judges when they do not score the contrast and refusal arms clearly "
                                   "below the agent."),
     base_url: str | None = BASE_URL_OPTION,

@@ -71,9 +71,9 @@ class EvalConfig(BaseModel):
     judge_protocol: str | None = None  # how judges are asked (judges/protocols.py); None: each judge's default
     score_kind: Literal["expected", "integer"] = "expected"  # probability-weighted verdict scores, where all have one
     controls: bool = False  # also answer with control arms (agents/controls.py) and report the judges' standing
-
     samples: int = Field(1, ge=1, le=100)  # answers per question and agent, each with its own seed
     pass_threshold: float = Field(4, ge=1, le=5)  # pass^k: the share of questions whose every sample scores ≥ this
+
     @field_validator("personas", mode="before")
     @classmethod
     def _plain_strings(cls, value: Any) -> Any:
