@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,12 +131,32 @@ except ImportError:  # the hook runs without griffe too (python docs/hooks.py)
     Extension = object  # type: ignore[assignment,misc]
 
 
+def _trailing_comment(line: str) -> str | None:
+    """The ``# comment`` ending a line of code (None if there is none; a ``#`` in a string is no comment)."""
+    comments = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line.strip()).readline):
+            if token.type == tokenize.COMMENT:
+                comments.append(token.string)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the first line of a statement that goes on (a multi-line Field(...)): its comments so far
+    return comments[-1].lstrip("#").strip() if comments else None
+
+
 class SphinxRoles(Extension):  # type: ignore[misc,valid-type]
-    """Griffe extension: Sphinx cross-reference roles in docstrings become code spans."""
+    """Griffe extension: Sphinx cross-reference roles in docstrings become code spans, and a class field
+    without a docstring gets its trailing comment as one (``seed: int = 0  # seed for sampling``), the way
+    the package documents its config and summary fields."""
 
     def on_instance(self, *, obj: Any, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = _plain_roles(obj.docstring.value)
+        elif obj.is_attribute and obj.parent is not None and obj.parent.is_class:
+            lines = obj.lines
+            if lines and (comment := _trailing_comment(lines[0])):
+                from griffe import Docstring
+
+                obj.docstring = Docstring(_plain_roles(comment), parent=obj)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
