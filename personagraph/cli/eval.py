@@ -123,11 +123,11 @@ def eval_command(
                                      ray_address=ray_address)
         shown = summary.model_dump()
         console.print(render_summary(shown))
+        if (table := samples_table(shown)) is not None:
+            console.print(rich_table(table))
         if (table := controls_table(shown)) is not None:
             console.print(rich_table(table))
             for line, warn in control_lines(shown):
-        if (table := samples_table(shown)) is not None:
-            console.print(rich_table(table))
                 console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
