@@ -16,8 +16,9 @@ failing tasks, quotes the lowest-scored answers with the judges' rationales and 
 report written beside the run directory.
 
 Options: ``--personagraph-judge SPEC`` (repeatable: the judges of tests that name none),
-``--personagraph-model SPEC`` (the agent of tests that pass ``agent=None``), ``--personagraph-offline``
-(every model role on the embedded models, whatever the tests say; plug-in and object agents stay).
+``--personagraph-model SPEC`` (the agent of tests that pass ``agent=None``), ``--personagraph-user SPEC``
+(the simulated user of session tests that name none), ``--personagraph-offline`` (every model role on
+the embedded models, whatever the tests say; plug-in and object agents stay).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Options:
 
     judges: tuple[str, ...] = ()
     model: str | None = None
+    user: str | None = None
     offline: bool = False
 
 
@@ -136,6 +138,7 @@ class PersonaTester:
         options = Options(
             judges=tuple(config.getoption("personagraph_judge") or ()),
             model=config.getoption("personagraph_model"),
+            user=config.getoption("personagraph_user"),
             offline=bool(config.getoption("personagraph_offline")),
         )
         return cls(item.nodeid, config.rootpath, options, config.stash.setdefault(LEDGER, Ledger()))
@@ -167,6 +170,13 @@ class PersonaTester:
         if judges is not None:
             return list(judges)
         return list(self.options.judges) or None
+
+    def _user(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with ``--personagraph-user`` as the simulated user when they name none."""
+        user = self.options.user
+        if user is None or "user_model" in options or "user_agent" in options:
+            return options
+        return {**options, ("user_agent" if is_plugin_path(user) else "user_model"): user}
 
     def _offline(self, options: dict[str, Any], *roles: str) -> dict[str, Any]:
         """``options`` with ``roles`` on the embedded judge model under ``--personagraph-offline``."""
@@ -253,7 +263,7 @@ class PersonaTester:
         """
         __tracebackhide__ = True
         fields: dict[str, Any] = {"model": self._agent(agent), "turns": turns,
-                                  **self._offline(simulate_options, "user_model")}
+                                  **self._offline(self._user(simulate_options), "user_model")}
         if (chosen := self._judges(judges)) is not None:
             fields["judges"] = chosen
         key = {"persona": _key_of(persona), **{k: _key_of(v) for k, v in fields.items() if k != "api_key"}}
@@ -457,6 +467,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="judge of persona tests that name none (repeatable; a model spec or module:attr)")
     group.addoption("--personagraph-model", default=None, metavar="SPEC",
                     help="agent under test of persona tests that pass agent=None")
+    group.addoption("--personagraph-user", default=None, metavar="SPEC",
+                    help="simulated user of session tests that name none")
     group.addoption("--personagraph-offline", action="store_true", default=False,
                     help="run judges, generator and simulated users on the embedded models (no API calls)")
 

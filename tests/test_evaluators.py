@@ -139,6 +139,7 @@ def test_langsmith_evaluate_offline_returns_personagraphs_scores(monkeypatch) ->
     results = evaluate(agent, data=examples, evaluators=[judge, create_async_persona_judge(
         rubric="linguistic_habits", judge="test:ev-keyword")], client=client, upload_results=False)
     rows = {row["example"].inputs["question"]: row["evaluation_results"]["results"] for row in results}
+    client.flush()  # whatever the background thread would send, sent now
     assert transport.asked == []
     for question, found in rows.items():
         by_key = {r.key: r for r in found}
@@ -190,3 +191,24 @@ async def test_async_session_judge_finds_the_break() -> None:
     assert found["score"] == 5 and metadata["scale"] == [1, 5]  # on the rubric's scale
     assert [b["turn"] for b in metadata["breaks"]] == [2] and metadata["breaks"][0]["marker"] == "As an AI"
     assert [t["score"] for t in metadata["turn_means"]] == [5.0, 2.0, 5.0]
+
+
+def test_the_langsmith_example_runs_offline(monkeypatch, capsys) -> None:
+    """examples/langsmith_evaluate.py, on test models instead of the embedded ones."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_MODEL", "test:ev-cowboy-agent")
+    monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_JUDGE", "test:ev-keyword")
+    register_script("ev-cowboy-agent", lambda messages, schema: COWBOY)
+    monkeypatch.delitem(sys.modules, "examples.langsmith_evaluate", raising=False)
+    example = importlib.import_module("examples.langsmith_evaluate")
+    transport = NoNetwork()
+    client = Client(api_url="http://langsmith.invalid", session=transport, info=LangSmithInfo())
+    rows = example.main(client=client)
+    client.flush()
+    scores = [found.score for row in rows for found in row["evaluation_results"]["results"]]
+    assert len(scores) == 4 and all(score > 0.8 for score in scores) and transport.asked == []
+    assert "persona_consistency: " in capsys.readouterr().out

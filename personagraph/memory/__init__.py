@@ -6,6 +6,8 @@
   :mod:`personagraph.embeddings`;
 - :mod:`~personagraph.memory.recall` — ``Recaller``: dense views, BM25, RRF hybrid, proactive emotion/scene
   cues, multiview fusion, optional LLM reranking;
+- :mod:`~personagraph.memory.retriever` — ``MemoryRetriever`` (``MemoryBank.as_retriever``): one user's
+  memories as a LangChain retriever, recalled by any of those methods;
 - :mod:`~personagraph.memory.metrics` — MAP/MRR/nDCG (standard and MADial)/Recall/Precision at k;
 - :mod:`~personagraph.memory.madial` — MADial-Bench loaders and the settings' candidates;
 - :mod:`~personagraph.memory.evaluation`, :mod:`~personagraph.memory.dialogue_eval` — the two evaluations.
@@ -15,6 +17,7 @@ from personagraph.memory.bank import Hit, Memory, MemoryBank, read_memories
 from personagraph.memory.context import DialogueContext, Turn, context_from_lines, context_from_messages
 from personagraph.memory.metrics import RetrievalScores, evaluate_rankings
 from personagraph.memory.recall import METHODS, Recalled, Recaller, RecallSettings
+from personagraph.memory.retriever import MemoryRetriever
 
 __all__ = [
     "METHODS",
@@ -22,6 +25,7 @@ __all__ = [
     "Hit",
     "Memory",
     "MemoryBank",
+    "MemoryRetriever",
     "RecallSettings",
     "Recalled",
     "Recaller",

@@ -119,6 +119,41 @@ def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(pytester: 
     third.stdout.fnmatch_lines(["personagraph: 1 persona run(s), * LLM call(s), 0 fully cached*"])
 
 
+EXAMPLE_SCRIPTS = '''
+import json
+from personagraph.models.testing import register_script, reply
+
+def keyword_or_default(messages, schema):
+    """The keyword judge for verdicts; the default test model for the generator's other replies."""
+    if schema and "score" in schema.get("properties", {}):
+        good = "partner" in messages[-1]["content"]
+        verdict = {"rationale": "talks like a cowboy" if good else "could be anyone",
+                   "score": 5 if good else 2}
+        if "contradictions" in schema["properties"]:
+            verdict["contradictions"] = []
+        return json.dumps(verdict)
+    return reply("default", messages, {"schema": schema} if schema else None)
+
+register_script("ex-keyword", keyword_or_default)
+register_script("ex-cowboy", lambda messages, schema: "Well partner, I saddle up and ride out at dawn.")
+'''
+
+
+def test_the_pytest_example_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/test_persona_example.py as a user runs it, on test models instead of the embedded ones."""
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_MODEL", "test:ex-cowboy")
+    example = (root / "examples" / "test_persona_example.py").read_text()
+    _project(pytester, example_scripts=EXAMPLE_SCRIPTS,
+             test_persona_example="import example_scripts\n" + example)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--personagraph-judge", "test:ex-keyword",
+                                "--personagraph-user", "test:user")
+    result.assert_outcomes(passed=2)
+    runs = (pytester.path / ".personagraph").glob("*/*/summary.json")
+    assert sorted(path.parent.name.split("-")[0] for path in runs) == ["eval", "simulate"]
+
+
 def test_options_name_the_judge_and_the_agent(pytester: pytest.Pytester) -> None:
     _project(pytester, test_options=f'''
 import conftest_judge
