@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -51,6 +52,14 @@ def _est(estimate: dict[str, Any] | None) -> str:
     return text
 
 
+def _versus(versus: dict[str, Any] | None) -> str:
+    """The judge's ρ minus the best baseline's, with its CI and whether it beats it."""
+    if not versus:
+        return "—"
+    text = _est(versus["spearman_difference"])
+    return text + ("\n[green]beats[/]" if versus["beats"] else "\n[yellow]does not beat[/]")
+
+
 def render_agreement(summary: dict[str, Any]) -> Group:
     """A table per criterion (and overall): a row per judge and the ensemble, 95% bootstrap CIs below."""
     tables: list[Any] = []
@@ -74,7 +83,10 @@ def render_agreement(summary: dict[str, Any]) -> Group:
             caption=" · ".join(notes),
             caption_justify="left",
         )
-        for column in ("judge", "n", "fail", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ"):
+        best = section.get("best_baseline")
+        columns = ("judge", "n", "fail", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ",
+                   f"ρ − {best}" if best else "vs baseline")
+        for column in columns:
             table.add_column(column, justify="left" if column == "judge" else "right", overflow="fold")
         for judge, row in section["judges"].items():
             table.add_row(
@@ -86,13 +98,27 @@ def render_agreement(summary: dict[str, Any]) -> Group:
                 _est(row["quadratic_kappa"]),
                 _est(row["mae"]),
                 _est(row["length_correlation"]),
+                _versus(row.get("vs_best_baseline")),
                 style="bold" if judge == "ensemble" else None,
             )
+        for name_, row in section.get("baselines", {}).items():
+            table.add_row(f"baseline: {name_}", str(row["n"]), "—", _est(row["spearman"]),
+                          _est(row["kendall"]), "—", "—", "—", "—", style="dim")
         tables.append(table)
+        for judge, row in section["judges"].items():
+            versus = row.get("vs_best_baseline")
+            if versus is not None and not versus["beats"]:
+                tables.append(Text.from_markup(
+                    f"[yellow]{escape(judge)} does not beat the {versus['baseline']} baseline on {name}[/] "
+                    "(the CI of its ρ minus the baseline's reaches 0 or below)"
+                ))
     tables.append(
         Text(
             "[95% bootstrap CI] · QW κ: quadratic-weighted Cohen's κ on the human scale · len ρ: "
-            "Spearman ρ of score vs response length · failed verdicts are excluded, never 0",
+            "Spearman ρ of score vs response length · failed verdicts are excluded, never 0 · baselines: "
+            "length (words), word_overlap (most content words shared with one persona fact), "
+            "embedding_similarity (MiniLM cosine with the persona); a judge beats the best one when the "
+            "CI of its ρ minus that baseline's is above 0",
             style="dim",
         )
     )

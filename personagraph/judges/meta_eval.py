@@ -55,10 +55,17 @@ from pydantic import BaseModel, Field
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text
+from personagraph.judges.features import BASELINES, Text
+from personagraph.judges.features import compute as compute_features
 from personagraph.judges.judge import score_response
 from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric, load_rubric, load_rubric_file
-from personagraph.judges.stats import agreement_report, krippendorff_alpha, length_correlation
+from personagraph.judges.stats import (
+    agreement_report,
+    krippendorff_alpha,
+    length_correlation,
+    spearman_difference,
+)
 from personagraph.models import ModelClient
 from personagraph.records import register_record_type
 from personagraph.resources import list_dir, read_yaml
@@ -478,6 +485,7 @@ def _group_stats(
     failed: dict[str, int],
     scale: tuple[int, int],
     humans: dict[str, float],  # item key → mean human rating on the target scale
+    baselines: dict[str, dict[str, float]],  # baseline → item key → its value
     *,
     alpha: float | None,
     n_multi: int,
@@ -498,7 +506,16 @@ def _group_stats(
             ),
         },
         "judges": {},
+        "baselines": {},
     }
+    for name, values in baselines.items():
+        keys = [i.key for i in items]
+        report = agreement_report([values[k] for k in keys], [humans[k] for k in keys], scale, **options)
+        result["baselines"][name] = {"n": len(keys), "spearman": _estimate_dict(report.spearman),
+                                     "kendall": _estimate_dict(report.kendall)}
+    best = max(result["baselines"], key=lambda n: result["baselines"][n]["spearman"]["value"] or -1.0,
+               default=None)
+    result["best_baseline"] = best
     for judge, by_item in scores.items():
         keys = [i.key for i in items if i.key in by_item]
         judged = [by_item[k] for k in keys]
@@ -514,7 +531,28 @@ def _group_stats(
                 length_correlation(judged, [texts[k] for k in keys], **options)
             ),
         }
+        if best is not None:
+            result["judges"][judge]["vs_best_baseline"] = _versus(
+                judged, [baselines[best][k] for k in keys], human, best, options
+            )
     return result
+
+
+def _versus(
+    judged: list[float], baseline: list[float], human: list[float], name: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The judge's Spearman minus the best baseline's on the same items (paired bootstrap CI);
+    ``beats`` only when the whole interval is above 0."""
+    difference = spearman_difference(judged, baseline, human, **options)
+    beats = difference.ci_low is not None and difference.ci_low > 0
+    return {"baseline": name, "spearman_difference": _estimate_dict(difference), "beats": beats}
+
+
+def baseline_scores(items: Sequence[MetaItem]) -> dict[str, dict[str, float]]:
+    """Every baseline of :data:`~personagraph.judges.features.BASELINES` per item key."""
+    texts = [Text(persona=i.persona, question=question_text(i), response=i.response) for i in items]
+    values = compute_features(BASELINES, texts)
+    return {name: {i.key: v for i, v in zip(items, column, strict=True)} for name, column in values.items()}
 
 
 def _alpha(items: Sequence[MetaItem]) -> tuple[float | None, int]:
@@ -548,6 +586,7 @@ def build_meta_summary(
     over all resamples at once (equal to scipy / scikit-learn per resample), α from krippendorff.
     """
     by_item: dict[tuple[str, str], MetaVerdict] = {(v.item_key, v.judge): v for v in verdicts}
+    baselines = baseline_scores(items)
     groups: dict[str, list[MetaItem]] = defaultdict(list)
     for item in items:
         groups[item.criterion].append(item)
@@ -601,6 +640,7 @@ def build_meta_summary(
             failed,
             target,
             humans,
+            {name: {i.key: by_key[i.key] for i in group} for name, by_key in baselines.items()},
             alpha=alpha,
             n_multi=n_multi,
             seed=seed,

@@ -33,7 +33,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as scipy_stats
 
-from personagraph.judges.features import content_words
+from personagraph.judges.features import BASELINES, Text, content_words
+from personagraph.judges.features import compute as compute_features
 from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric
 from personagraph.judges.stats import Estimate, bootstrap_ci
@@ -549,3 +550,29 @@ def judge_results(
             **verdict.model_dump(), line=verdict.line(), variants=by_kind, expected=expected
         )
     return results
+
+
+def baseline_results(
+    items: Sequence[CheckItem], variants: Sequence[Variant], *, seed: int = 0, n_resamples: int = 2000
+) -> dict[str, dict[str, VariantStats]]:
+    """The baselines of :data:`~personagraph.judges.features.BASELINES` as if they were judges: per
+    baseline and variant kind, the same figures (AUC above all) on every built variant. A judge whose AUC
+    on a kind is not above the best baseline's sees no more there than a word count or a length."""
+    by_key = {item.key: item for item in items}
+    built = sorted((v for v in variants if v.status == "ok" and v.item_key in by_key),
+                   key=lambda v: (v.kind, v.id))
+    pairs = [(original_judgement(by_key[v.item_key], v), variant_judgement(by_key[v.item_key], v), v.kind)
+             for v in built]
+    texts = [Text(persona=j.persona, question=j.question, response=j.response)
+             for a, b, _ in pairs for j in (a, b)]
+    values = compute_features(BASELINES, texts) if texts else {name: [] for name in BASELINES}
+    out: dict[str, dict[str, VariantStats]] = {}
+    for name, column in values.items():
+        out[name] = {}
+        for kind in VARIANT_KINDS:
+            chosen = [i for i, (_, _, k) in enumerate(pairs) if k == kind]
+            if chosen:
+                out[name][kind] = variant_stats(kind, [column[2 * i] for i in chosen],
+                                                [column[2 * i + 1] for i in chosen], seed=seed,
+                                                n_resamples=n_resamples)
+    return out

@@ -586,6 +586,21 @@ def judge_validity_tables(check: dict[str, Any]) -> list[Table]:
                          "accuracy": (stats.get("pairwise_accuracy") or {}).get("value"),
                          "auc": stats.get("auc"), "caught": stats.get("caught")})
         tables.append(Table(title=f"Judge validity: {judge}", columns=columns, rows=rows, note=note))
+    baselines = check.get("baselines") or {}
+    if baselines:
+        kinds = list(dict.fromkeys(kind for figures in baselines.values() for kind in figures))
+        rows = [{"variant": f"{kind} → {next(iter(baselines.values())).get(kind, {}).get('expected', '')}",
+                 **{name: (figures.get(kind) or {}).get("auc") for name, figures in baselines.items()}}
+                for kind in kinds]
+        tables.append(Table(
+            title="Baselines (AUC on the same variants)",
+            columns=[Column("variant", "variant → expected"),
+                     *(Column(name, name, "score") for name in baselines)],
+            rows=rows,
+            note="The same variants scored by trivial scorers instead of a judge: response length, the most "
+                 "content words shared with one persona fact, MiniLM similarity to the persona. A judge "
+                 "whose AUC on a kind is not above these sees no more there than they do.",
+        ))
     return tables
 
 

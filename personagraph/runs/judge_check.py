@@ -43,6 +43,8 @@ from personagraph.judges.validity import (
     Thresholds,
     Variant,
     VariantKind,
+    VariantStats,
+    baseline_results,
     build_variant,
     judge_results,
     original_judgement,
@@ -121,6 +123,8 @@ class JudgeCheckSummary(Summary):
     variants: dict[str, dict[str, int]] = Field(default_factory=dict)  # kind → built / failed
     failed_verdicts: int = 0
     results: dict[str, JudgeResult] = Field(default_factory=dict)
+    # baseline → variant kind → its figures (judges/validity.baseline_results): what a word count sees
+    baselines: dict[str, dict[str, VariantStats]] = Field(default_factory=dict)
 
 
 class CheckInput(BaseModel):
@@ -397,6 +401,8 @@ async def run(
             variants=counts,
             failed_verdicts=sum(v.status != "ok" for v in verdicts.values()),
             results=results,
+            baselines=baseline_results(source.items, variants, seed=config.seed,
+                                       n_resamples=config.n_resamples),
             failures=_failures(variants, list(verdicts.values()), generator),
         )
         return ctx.finish(summary)

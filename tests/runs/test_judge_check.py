@@ -14,6 +14,7 @@ from personagraph.judges.validity import VARIANT_KINDS, contrast_personas
 from personagraph.models.testing import register_script
 from personagraph.report.html import build_report
 from personagraph.report.load import load_run
+from personagraph.report.sections import judge_validity_tables
 from personagraph.report.view import render_summary
 from personagraph.resources import read_yaml
 from personagraph.runs import eval as eval_run
@@ -107,6 +108,18 @@ def test_a_perfect_judge_passes(tmp_path: Path) -> None:
     assert result.variants["disclosure"].caught == 1.0
     assert result.variants["padding"].mean_change.value == 0
     assert summary.complete and summary.n_items == 6
+
+
+def test_the_baselines_are_scored_on_the_same_variants(tmp_path: Path) -> None:
+    summary = check(tmp_path, judges=["test:jc-perfect"])
+    assert set(summary.baselines) == {"length", "word_overlap", "embedding_similarity"}
+    length = summary.baselines["length"]
+    assert set(length) == set(VARIANT_KINDS) and length["swap"].n == 6
+    assert length["swap"].auc == 0.5  # the same answer against another persona: the same length
+    assert length["padding"].auc == 0.0  # padding always lengthens: a length counter rewards it
+    assert summary.baselines["word_overlap"]["swap"].auc >= 0.5  # the swapped persona shares no word
+    tables = judge_validity_tables(summary.model_dump(mode="json"))
+    assert tables[-1].title.startswith("Baselines") and len(tables[-1].rows) == len(VARIANT_KINDS)
 
 
 def test_a_judge_that_scores_at_random_is_flagged(tmp_path: Path) -> None:

@@ -1,0 +1,99 @@
+"""Text evidence (judges/features.py) and the baselines meta-eval puts beside every judge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from personagraph.judges.features import (
+    BASELINES,
+    Text,
+    compute,
+    last_turn,
+    new_persona_stems,
+    partner_text,
+    repetition,
+    word_overlap,
+)
+from personagraph.judges.meta_eval import MetaEvalConfig
+from personagraph.judges.stats import spearman_difference
+from personagraph.models.testing import register_script
+from personagraph.runs.meta_eval import run as run_meta_eval
+
+RESPONSE = re.compile(r"\[BEGIN RESPONSE #(\w+)\]\n(.*?)\n\[END RESPONSE #\1\]", re.DOTALL)
+DIALOGUE = "User1: do you have pets ?\nUser2: i have a lab named trooper\nUser1: i love dogs and hiking !"
+PERSONA = "I like to go hiking in the spring. I have a black lab named trooper. I live in colorado."
+
+
+def test_partner_and_last_turn_of_a_dialogue() -> None:
+    assert partner_text(DIALOGUE) == "do you have pets ?\ni love dogs and hiking !"
+    assert last_turn(DIALOGUE) == "i love dogs and hiking !"
+    assert partner_text("What is your job?") == "What is your job?"  # no speakers: all of it is the partner's
+
+
+def test_knowledge_features() -> None:
+    brings = Text(PERSONA, DIALOGUE, "i go hiking in colorado every spring")
+    echoes = Text(PERSONA, DIALOGUE, "hiking is great")  # 'hiking' was the partner's word
+    assert word_overlap(brings) == 2 and word_overlap(echoes) == 1  # hiking + spring (colorado: another fact)
+    assert new_persona_stems(brings) == 2 and new_persona_stems(echoes) == 0  # spring, colorado
+    assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
+    assert repetition(brings) == 0
+
+
+def test_every_baseline_is_computed_in_order() -> None:
+    replies = ("my lab trooper loves the spring trails", "ok", "i like cars")
+    texts = [Text(PERSONA, DIALOGUE, r) for r in replies]
+    values = compute(BASELINES, texts)
+    assert set(values) == {"length", "word_overlap", "embedding_similarity"}
+    assert values["length"] == [7.0, 1.0, 3.0]
+    assert values["embedding_similarity"][0] > values["embedding_similarity"][2]
+    with pytest.raises(KeyError, match="unknown text feature 'nope'"):
+        compute(["nope"], texts)
+
+
+def test_spearman_difference_of_a_scorer_with_itself_is_zero() -> None:
+    rng = np.random.default_rng(0)
+    human = rng.normal(size=60)
+    scorer = human + rng.normal(size=60)
+    same = spearman_difference(scorer, scorer, human, n_resamples=300)
+    assert same.value == 0 and same.ci_low == 0 and same.ci_high == 0
+    better = spearman_difference(human + 0.1 * rng.normal(size=60), scorer, human, n_resamples=300)
+    assert better.ci_low is not None and better.ci_low > 0
+
+
+def by_length(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    """A judge that scores by the response's length alone."""
+    response = RESPONSE.search(messages[1]["content"]).group(2)
+    return json.dumps({"rationale": "longer is better", "score": min(5, 1 + len(response.split()) // 3)})
+
+
+register_script("by-length", by_length)
+
+
+def test_meta_eval_flags_a_judge_that_does_not_beat_the_length_baseline(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    items = []
+    for i in range(40):  # humans rate longer replies higher, noisily: length is a fair baseline here
+        words = int(rng.integers(1, 14))
+        human = min(5, max(1, round(1 + words / 3 + rng.normal(0, 0.8))))
+        items.append({"id": f"r{i}", "persona": "I am a nurse.", "question": "Your job?",
+                      "response": " ".join(["word"] * words), "criterion": "persona_consistency",
+                      "human": [human]})
+    path = tmp_path / "items.jsonl"
+    path.write_text("\n".join(json.dumps(it) for it in items) + "\n", encoding="utf-8")
+    config = MetaEvalConfig(items=str(path), judges=["test:by-length"], n_resamples=300,
+                            judge_protocol="rationale")
+    summary = asyncio.run(run_meta_eval(config, tmp_path / "run")).model_dump()
+    section = summary["results"]["persona_consistency"]
+    assert set(section["baselines"]) == set(BASELINES)
+    judge = section["judges"]["test:by-length"]
+    assert section["best_baseline"] == "length"
+    versus = judge["vs_best_baseline"]
+    assert versus["baseline"] == "length" and versus["beats"] is False
+    assert abs(versus["spearman_difference"]["value"]) < 0.1  # it is the length baseline, rounded
