@@ -81,7 +81,8 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr(ModelClient, "create", classmethod(as_test_model))
     monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_MODEL", "test:example")  # examples/ build their own chat model
-    for name in ("PERSONAGRAPH_MEMORY_DIR", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "OPENAI_BASE_URL"):
+    for name in ("PERSONAGRAPH_MEMORY_DIR", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGSMITH_API_KEY",
+                 "OPENAI_BASE_URL", "OPENAI_API_KEY"):  # nothing may reach a real endpoint
         monkeypatch.delenv(name, raising=False)
     monkeypatch.syspath_prepend(str(ROOT))  # --agent examples.…: the repository's examples/
     monkeypatch.chdir(tmp_path)
