@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import asyncio
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from personagraph.judges.features import Text
+from personagraph.judges.features import compute as compute_features
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
     TOP_LOGPROBS,
+    Check,
+    EvidenceModel,
     Protocol,
+    check_probabilities,
     checklist,
     checklist_schema,
     checklist_score,
     checklist_text,
+    evidence_model,
     expected_score,
     fence,
+    gate_share,
     get_protocol,
+    is_good,
     persona_facts,
     persona_text,
     score_schema,
@@ -66,6 +75,7 @@ class Scored:
     expected: float | None = None
     judge_score: int | None = None  # the judge's own score, when a rule after judging lowered it
     capped_by: str | None = None  # the phrase that made the rule apply
+    inputs: dict[str, float | None] = field(default_factory=dict)  # checks' P(good), text features read
 
     def verdict_fields(self) -> dict[str, Any]:
         """The fields every verdict record (eval, meta-eval, judge-check) takes from a reading."""
@@ -146,7 +156,14 @@ async def _read_judge(
             f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
             for (key, value), p in zip(answers.items(), good, strict=True)
         )
-        return Scored("ok", score, rationale, reply.raw, None, expected)
+        inputs: dict[str, float | None] = dict(check_probabilities(checks, good))
+        model = evidence_model(rubric) if protocol.weighed else None
+        if model is not None:
+            text = Text(persona=persona or "", question=question or "", response=response)
+            score, expected, weighed = await _weigh(model, checks, answers, good, text, rubric.scale)
+            rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
+            inputs.update(weighed)
+        return Scored("ok", score, rationale, reply.raw, None, expected, inputs=inputs)
     schema = score_schema(*rubric.scale, with_rationale=protocol.reply == "rationale")
     reply = await client.structured(messages, schema, top_logprobs=TOP_LOGPROBS)
     if not reply.ok or reply.value is None:
@@ -155,6 +172,27 @@ async def _read_judge(
     rationale = str(value.get("rationale", "")).strip()
     expected = expected_score(reply.logprobs, rubric.scale)
     return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected)
+
+
+async def _weigh(
+    model: EvidenceModel, checks: tuple[Check, ...], answers: dict[str, Any], good: list[float | None],
+    text: Text, scale: tuple[int, int],
+) -> tuple[int, float | None, dict[str, float]]:
+    """The ``evidence`` score: the fitted model over the checks' P(good) and the text features, times the
+    gates. The integer score reads the stated answers (1/0) where the expected one reads probabilities;
+    without log-probabilities only the integer score exists. Returns both and the inputs read."""
+    low, high = scale
+    features = await asyncio.to_thread(compute_features, model.features, [text])  # MiniLM: off the loop
+    values = {name: column[0] for name, column in features.items()}
+    stated = [1.0 if is_good(c, answers.get(f"q{i}")) else 0.0 for i, c in enumerate(checks, start=1)]
+    integer = low + round((high - low) * model.share({**values, **check_probabilities(checks, stated)})
+                          * gate_share(checks, stated))
+    if any(p is None for p in good):
+        return integer, None, {**values, **check_probabilities(checks, stated)}
+    probabilities = check_probabilities(checks, good)
+    inputs = {**values, **probabilities}
+    expected = low + (high - low) * model.share(inputs) * gate_share(checks, good)  # type: ignore[arg-type]
+    return integer, expected, inputs  # type: ignore[return-value]
 
 
 async def judge_answer(

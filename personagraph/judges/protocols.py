@@ -11,6 +11,12 @@ beside the integer one.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
 * ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
   yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
+* ``evidence`` — the ``checklist`` call, then its P(good answer)s and text evidence computed without an
+  LLM (``judges/features.py``: persona words the response brings, MiniLM similarity to the facts,
+  repetition, relevance to the line answered) weighed by a logistic model fitted on the graded
+  development files (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric without
+  fitted weights there is scored by the checklist rule. Gates (an AI disclosure) still take the score
+  to the minimum.
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -37,6 +43,7 @@ from personagraph.schemas import JudgeReply
 
 TOP_LOGPROBS = 10  # alternatives per token: enough to hold every score of a 1–5 or 1–9 scale
 ReplyKind = Literal["rationale", "score", "checklist"]
+EVIDENCE_FILE = "judges/evidence.yaml"
 
 
 @dataclass(frozen=True)
@@ -49,11 +56,14 @@ class Protocol:
     numbered_persona: bool
     description: str
     exemplars: bool  # whether the judge reads PersonaGym's exemplars (see PROTOCOLS)
+    weighed: bool = False  # the checklist's answers and text evidence combined by judges/evidence.yaml
 
     @property
     def version(self) -> str:
-        """Identifies what the judge is asked (hashed into verdict ids and run metadata)."""
+        """Identifies what the judge is asked and how its reply is scored (hashed into verdict ids and run
+        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights."""
         extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
+        extra += f"-{data_hash(EVIDENCE_FILE)}" if self.weighed else ""
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
 
@@ -75,6 +85,9 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol("checklist", "judge_checklist", "checklist", True,
                  "numbered persona facts; which one the answer shows, yes/no checks; scored by rule",
                  exemplars=False),
+        Protocol("evidence", "judge_checklist", "checklist", True,
+                 "the checklist's answers and text evidence weighed by a model fitted on graded ratings",
+                 exemplars=False, weighed=True),
     )
 }
 DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
@@ -153,6 +166,7 @@ class Check(BaseModel):
     model_config = ConfigDict(frozen=True)  # hashable: the reply schema is cached per checklist
 
     question: str
+    name: str = ""  # how judges/evidence.yaml names this check's P(good) ("check:<name>")
     answer: Literal["yes_no", "fact"] = "yes_no"
     good: Literal["yes", "no"] = "yes"
     weight: float = Field(1.0, gt=0)
@@ -258,7 +272,7 @@ def checklist_score(
     """
     low, high = scale
     keyed = [(f"q{i}", check) for i, check in enumerate(checks, start=1)]
-    stated = [1.0 if _is_good(check, answers.get(key)) else 0.0 for key, check in keyed]
+    stated = [1.0 if is_good(check, answers.get(key)) else 0.0 for key, check in keyed]
     probabilities = [_p_good(check, logprobs, key, facts) for key, check in keyed]
     integer = low + round((high - low) * _combine(checks, stated))
     if any(p is None for p in probabilities):
@@ -266,7 +280,8 @@ def checklist_score(
     return integer, low + (high - low) * _combine(checks, probabilities), probabilities  # type: ignore[arg-type]
 
 
-def _is_good(check: Check, answer: Any) -> bool:
+def is_good(check: Check, answer: Any) -> bool:
+    """Whether a stated answer to ``check`` is the good one (a fact question: any fact)."""
     if check.answer == "fact":
         return isinstance(answer, int) and answer > 0
     return answer == check.good
@@ -286,3 +301,66 @@ def _combine(checks: Sequence[Check], good: Sequence[float]) -> float:
     weighed = [(c.weight, g) for c, g in zip(checks, good, strict=True) if not c.gate]
     share = sum(w * g for w, g in weighed) / sum(w for w, _ in weighed) if weighed else 1.0
     return share * math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
+
+
+# --- evidence: fitted weights ---------------------------------------------------------------------
+class EvidenceModel(BaseModel):
+    """A logistic model of the share of the rubric's scale a response earns, from standardised inputs.
+
+    ``inputs`` name a check's P(good) (``check:<name>``) or a text feature (``judges/features.py``);
+    ``mean``/``scale`` standardise each, ``weights`` and ``intercept`` are the fitted coefficients:
+    score = low + (high − low) · σ(intercept + Σ wᵢ · (xᵢ − meanᵢ) / scaleᵢ).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    inputs: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    intercept: float
+    fitted_on: str = ""  # which data and command produced it
+
+    def share(self, values: dict[str, float]) -> float:
+        """σ(intercept + Σ wᵢ zᵢ): the share of the scale, in (0, 1)."""
+        z = self.intercept + sum(
+            w * (values[name] - m) / s
+            for name, m, s, w in zip(self.inputs, self.mean, self.scale, self.weights, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The text features it reads (inputs that are not checks)."""
+        return tuple(name for name in self.inputs if not name.startswith("check:"))
+
+
+@lru_cache(maxsize=1)
+def _evidence_models() -> dict[str, EvidenceModel]:
+    data = read_yaml(EVIDENCE_FILE) or {}
+    out = {}
+    for task, entry in (data.get("models") or {}).items():
+        try:
+            model = EvidenceModel.model_validate(entry)
+        except (ValidationError, TypeError) as exc:
+            raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {task}: {exc}".splitlines()[0]) from None
+        if not len(model.inputs) == len(model.mean) == len(model.scale) == len(model.weights):
+            raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {task}: inputs, mean, scale and weights "
+                                    "must have one entry each")
+        out[str(task)] = model
+    return out
+
+
+def evidence_model(rubric: Rubric) -> EvidenceModel | None:
+    """The fitted model of the rubric (by task name), None when it has none (then the checklist rule)."""
+    return _evidence_models().get(rubric.task)
+
+
+def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -> dict[str, float | None]:
+    """``check:<name>`` → P(good) of every named check."""
+    return {f"check:{c.name}": p for c, p in zip(checks, good, strict=True) if c.name}
+
+
+def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
+    """Π P(good) over the gates: what an AI disclosure leaves of the score."""
+    return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)

@@ -147,13 +147,16 @@ def test_checklist_schema_asks_numbers_for_fact_questions() -> None:
 async def test_every_protocol_scores_with_test_models() -> None:
     client = ModelClient.create("test:judge", "judge")
     rubric = load_rubric("persona_consistency")
-    assert checklist(rubric) and not checklist(load_rubric("toxicity_control"))
+    tasks = ("persona_consistency", "expected_action", "action_justification", "linguistic_habits",
+             "toxicity_control")
+    assert all(checklist(load_rubric(task)) for task in tasks)  # every PersonaGym rubric has its checks
+    assert not checklist(load_rubric("madial_naturalness"))
     for name in PROTOCOLS:
         scored = await score_response(client, rubric, persona="I am a nurse. I live in Ohio.",
                                       question="Job?", response="I work nights.", protocol=name)
         assert scored.status == "ok" and 1 <= scored.score <= 5, name
         assert scored.expected is not None and 1 <= scored.expected <= 5, name
-    fallback = await score_response(client, load_rubric("toxicity_control"), persona="p", question="q",
+    fallback = await score_response(client, load_rubric("madial_naturalness"), persona="p", question="q",
                                     response="r", protocol="checklist")
     assert fallback.status == "ok" and '"score"' in fallback.raw  # no checklist: the facts protocol
 
