@@ -17,8 +17,8 @@ report written beside the run directory.
 
 Options: ``--personagraph-judge SPEC`` (repeatable: the judges of tests that name none),
 ``--personagraph-model SPEC`` (the agent of tests that pass ``agent=None``), ``--personagraph-user SPEC``
-(the simulated user of session tests that name none), ``--personagraph-offline`` (every model role on
-the embedded models, whatever the tests say; plug-in and object agents stay).
+(the simulated user of session tests that name none), ``--personagraph-offline`` (every API model spec, the
+tests' own too, replaced by the embedded models; plug-ins and objects stay).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from personagraph.api import aevaluate, asimulate
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.evaluators import run_sync
-from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
+from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL, parse_spec
 from personagraph.runs.eval import EvalSummary
 from personagraph.runs.plugins import is_plugin_path, load_plugins, object_name
 from personagraph.runs.simulate import SimulateSummary
@@ -115,6 +115,23 @@ def _key_of(value: Any) -> Any:
     return identity(value)
 
 
+AGENT_FIELDS = ("models", "judges", "model", "user_agent")  # evaluate/simulate fields naming agents
+
+
+def _cache_key(fields: dict[str, Any]) -> dict[str, Any]:
+    """An assertion's run fields as a cache key: agents and judges by :func:`identity` (so that a changed
+    plug-in's code is a new key), the API key left out."""
+    key: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name == "api_key":
+            continue
+        if name in AGENT_FIELDS:
+            key[name] = [identity(v) for v in value] if isinstance(value, list) else identity(value)
+        else:
+            key[name] = _key_of(value)
+    return key
+
+
 def _slug(text: str, limit: int = 80) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "test"
 
@@ -160,16 +177,23 @@ class PersonaTester:
             agent = self.options.model
         if agent is None:
             raise PersonagraphError("agent: none given (pass one or run pytest --personagraph-model SPEC)")
-        if self.options.offline and isinstance(agent, str) and agent.startswith("openai"):
-            return DEFAULT_MODEL  # an API model under test: the embedded one instead
-        return agent
+        return self._embedded(agent, DEFAULT_MODEL)
+
+    def _embedded(self, value: Any, embedded: str) -> Any:
+        """Under ``--personagraph-offline``, an API model spec becomes the embedded model ``embedded``;
+        embedded and test specs, plug-in paths and objects (the user's code) stay."""
+        if self.options.offline and isinstance(value, str) and not is_plugin_path(value) \
+                and parse_spec(value).provider == "openai":
+            return embedded
+        return value
 
     def _judges(self, judges: Sequence[Any] | None) -> list[Any] | None:
-        if self.options.offline:
-            return [DEFAULT_JUDGE]
-        if judges is not None:
-            return list(judges)
-        return list(self.options.judges) or None
+        chosen = list(judges) if judges is not None else list(self.options.judges)
+        out: list[Any] = []
+        for judge in (self._embedded(j, DEFAULT_JUDGE) for j in chosen):
+            if not any(judge is o or (isinstance(judge, str) and judge == o) for o in out):
+                out.append(judge)  # two API judges made embedded are one judge
+        return out or None
 
     def _user(self, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` with ``--personagraph-user`` as the simulated user when they name none."""
@@ -179,10 +203,9 @@ class PersonaTester:
         return {**options, ("user_agent" if is_plugin_path(user) else "user_model"): user}
 
     def _offline(self, options: dict[str, Any], *roles: str) -> dict[str, Any]:
-        """``options`` with ``roles`` on the embedded judge model under ``--personagraph-offline``."""
-        if not self.options.offline:
-            return options
-        return {**options, **{role: DEFAULT_JUDGE for role in roles}}
+        """``options`` with the model specs of ``roles`` made embedded under ``--personagraph-offline``."""
+        return {**options, **{role: self._embedded(options[role], DEFAULT_JUDGE) for role in roles
+                              if role in options}}
 
     # --- PersonaGym ---------------------------------------------------------------------------------
     def _eval_call(self, agent: Any, persona: Any, judges: Sequence[Any] | None, quick: bool,
@@ -193,8 +216,7 @@ class PersonaTester:
             fields["judges"] = chosen
         if samples is not None:
             fields["samples"] = samples
-        key = {"personas": _key_of(persona), **{k: _key_of(v) for k, v in fields.items() if k != "api_key"}}
-        run_dir = self.run_dir("eval", key)
+        run_dir = self.run_dir("eval", _cache_key({"personas": persona, **fields}))
         return {"personas": persona, "run_dir": run_dir, **fields}, run_dir
 
     async def aassert_persona(
@@ -266,8 +288,7 @@ class PersonaTester:
                                   **self._offline(self._user(simulate_options), "user_model")}
         if (chosen := self._judges(judges)) is not None:
             fields["judges"] = chosen
-        key = {"persona": _key_of(persona), **{k: _key_of(v) for k, v in fields.items() if k != "api_key"}}
-        run_dir = self.run_dir("simulate", key)
+        run_dir = self.run_dir("simulate", _cache_key({"persona": persona, **fields}))
         summary = await asimulate(persona, run_dir=run_dir, **fields)
         self.ledger.runs.append((run_dir, summary.llm_calls))
         if message := _session_failure(summary, run_dir, min_consistency, max_drift):
@@ -470,7 +491,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--personagraph-user", default=None, metavar="SPEC",
                     help="simulated user of session tests that name none")
     group.addoption("--personagraph-offline", action="store_true", default=False,
-                    help="run judges, generator and simulated users on the embedded models (no API calls)")
+                    help="replace every API model spec (agent, judges, generator, simulated user) with "
+                         "the embedded models")
 
 
 @pytest.hookimpl(wrapper=True)

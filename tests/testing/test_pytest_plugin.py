@@ -113,10 +113,11 @@ def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(pytester: 
     second.stdout.fnmatch_lines(["personagraph: 6 persona run(s), 0 LLM call(s), 6 fully cached*"])
     assert "PersonaScore 1.20 < 4" in second.stdout.str()  # the same verdict, from the cache
 
-    pytester.makepyfile(my_agents=AGENTS.replace("ride out at dawn", "ride out before sunup"))
-    third = pytester.runpytest("-p", "no:cacheprovider", "-k", "function_agent")
-    third.assert_outcomes(passed=1, deselected=5)
-    third.stdout.fnmatch_lines(["personagraph: 1 persona run(s), * LLM call(s), 0 fully cached*"])
+    changed = AGENTS.replace("ride out at dawn", "ride out before sunup").replace("does fine", "runs fine")
+    pytester.makepyfile(my_agents=changed)  # the object and the module:attr agent, both with other code
+    third = pytester.runpytest("-p", "no:cacheprovider", "-k", "function_agent or plugin_path")
+    third.assert_outcomes(passed=2, deselected=4)
+    third.stdout.fnmatch_lines(["personagraph: 2 persona run(s), * LLM call(s), 0 fully cached*"])
 
 
 EXAMPLE_SCRIPTS = '''
@@ -168,15 +169,19 @@ def test_defaults_from_the_command_line():
     result.assert_outcomes(passed=1)
 
 
-def test_offline_puts_every_model_role_on_the_embedded_models(tmp_path: Path) -> None:
+def test_offline_puts_every_api_model_on_the_embedded_models(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "openai_bot.py").write_text("def agent(messages):\n    return 'Howdy partner.'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     tester = PersonaTester("t.py::test", tmp_path, Options(judges=("openai:gpt-4o",), offline=True))
-    call, _ = tester._eval_call("openai:gpt-4o-mini", PERSONA, ["openai:gpt-4o"], True, None,
-                                {"generator": "openai:gpt-4o"})
-    assert call["models"] == [DEFAULT_MODEL] and call["judges"] == [DEFAULT_JUDGE]
+    call, _ = tester._eval_call("openai@vllm:qwen", PERSONA, ["openai:gpt-4o", "openai:o3", "test:j"], True,
+                                None, {"generator": "openai:gpt-4o"})
+    assert call["models"] == [DEFAULT_MODEL] and call["judges"] == [DEFAULT_JUDGE, "test:j"]
     assert call["generator"] == DEFAULT_JUDGE
+    call, _ = tester._eval_call("openai_bot:agent", PERSONA, None, True, None, {})
+    assert call["models"] == ["openai_bot:agent"] and call["judges"] == [DEFAULT_JUDGE]  # a plug-in stays
     online = PersonaTester("t.py::test", tmp_path, Options(judges=("openai:gpt-4o",)))
-    call, _ = online._eval_call("my_agents:cowboy", PERSONA, None, True, None, {})
-    assert call["models"] == ["my_agents:cowboy"] and call["judges"] == ["openai:gpt-4o"]
+    call, _ = online._eval_call("openai_bot:agent", PERSONA, None, True, None, {"generator": "openai:gpt-4o"})
+    assert call["judges"] == ["openai:gpt-4o"] and call["generator"] == "openai:gpt-4o"
 
 
 def test_run_dirs_are_keyed_by_test_agent_and_config(tmp_path: Path) -> None:
