@@ -202,3 +202,19 @@ def test_run_dirs_are_keyed_by_test_agent_and_config(tmp_path: Path) -> None:
     assert tester._eval_call("test:a", PERSONA, None, True, None, {"seed": 1})[1] != base
     other_test = PersonaTester("t.py::test_b", tmp_path)
     assert other_test._eval_call("test:a", PERSONA, None, True, None, {})[1] != base
+
+
+def test_samples_pass_through_to_evaluate(tmp_path: Path) -> None:
+    """``samples=K`` is evaluate's: K answers per question, pass^K in the summary (and in the cache key)."""
+    exec(JUDGE, {})  # registers test:keyword and test:cowboy
+
+    def cowboy(messages):
+        return "Well partner, I saddle up my horse and ride out at dawn."
+
+    tester = PersonaTester("t.py::test_samples", tmp_path)
+    summary = tester.assert_persona(cowboy, PERSONA, samples=2, judges=["test:keyword"], generator="test:gen",
+                                    shortlist=0)
+    (result,) = summary.models.values()
+    assert result["samples"]["k"] == 2 and result["samples"]["pass_k"] == 1.0
+    assert tester._eval_call(cowboy, PERSONA, None, True, 2, {})[1] != tester._eval_call(
+        cowboy, PERSONA, None, True, None, {})[1]
