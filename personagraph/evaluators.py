@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.messages import convert_to_openai_messages
 
@@ -45,6 +45,7 @@ from personagraph.runs.simulate import SimulateConfig
 from personagraph.schemas import Answer, Persona, Question, Task
 
 EvaluatorResult = dict[str, Any]
+T = TypeVar("T")
 Evaluator = Callable[..., EvaluatorResult]
 AsyncEvaluator = Callable[..., Awaitable[EvaluatorResult]]
 ScoreKind = Literal["expected", "integer"]
@@ -97,7 +98,8 @@ def _text(message: dict[str, Any]) -> str:
 
 def _reply(outputs: Any) -> str:
     """The reply in ``outputs``: a string, a message, ``{"messages": [...]}`` (the last assistant
-    message) or a target's dict with one text field (``output``, ``answer``, ``content``, ``text``)."""
+    message) or a target's dict with a text field (``output``, ``answer``, ``content``, ``text``,
+    ``response``: the first there)."""
     if isinstance(outputs, str):
         return outputs.strip()
     if isinstance(outputs, dict) and "messages" not in outputs and "role" not in outputs:
@@ -116,7 +118,11 @@ def _reply(outputs: Any) -> str:
 
 
 def _persona(inputs: dict[str, Any], default: str | None) -> str:
+    """``inputs["persona"]``, else ``default``, else the system message of ``inputs["messages"]``."""
     value = inputs.get("persona", default)
+    if value is None and inputs.get("messages") is not None:
+        messages = _messages(inputs["messages"], "inputs.messages")
+        value = next((_text(m) for m in messages if m.get("role") == "system"), None)
     if isinstance(value, Persona):
         value = value.description
     if not isinstance(value, str) or not value.strip():
@@ -149,7 +155,7 @@ def _scaled(value: float | None, scale: tuple[int, int], normalize: bool) -> flo
     return round((value - low) / (high - low), 4)
 
 
-def run_sync(coroutine: Awaitable[EvaluatorResult]) -> EvaluatorResult:
+def run_sync(coroutine: Awaitable[T]) -> T:
     """Runs a coroutine to completion from sync code: on this thread, or on a worker thread when this
     thread already runs an event loop (a notebook, an async test calling a sync evaluator)."""
     try:

@@ -81,6 +81,11 @@ async def test_caps_outputs_shapes_and_the_async_twin() -> None:
     asked = await judge(inputs={}, outputs={"messages": [{"role": "user", "content": QUESTION},
                                                          {"role": "assistant", "content": COWBOY}]})
     assert asked["score"] == good["score"]
+    # persona and question from a chat example's own messages
+    chat = create_async_persona_judge(judge="test:ev-keyword")
+    from_messages = await chat(inputs={"messages": [{"role": "system", "content": PERSONA},
+                                                    {"role": "user", "content": QUESTION}]}, outputs=COWBOY)
+    assert from_messages["score"] == good["score"]
     # a persona break is capped at the rubric's break_cap (1), the judge's own score kept
     broke = await judge(inputs={"question": QUESTION}, outputs=ROBOT.replace("travel", "travel, partner"))
     assert broke["score"] == 0 and broke["metadata"]["rubric_score"] == 1
