@@ -11,14 +11,19 @@ import pytest
 from pydantic import ValidationError
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges import judge as judge_module
+from personagraph.judges import protocols as protocols_module
+from personagraph.judges.features import Text, new_persona_stems
 from personagraph.judges.judge import score_response
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
     PROTOCOLS,
     Check,
+    EvidenceModel,
     checklist,
     checklist_schema,
     checklist_score,
+    evidence_model,
     expected_score,
     fence,
     get_protocol,
@@ -209,3 +214,56 @@ def test_instructions_to_the_judge_are_detected(text: str) -> None:
 ])
 def test_in_character_text_is_not_an_instruction(text: str) -> None:
     assert detect_judge_instruction(text) is None
+
+
+def checks_good(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    """Persona Consistency checks answered well: fact 1, no contradiction, sensible, no disclosure."""
+    return json.dumps({"q1": 1, "q2": "no", "q3": "yes", "q4": "no"})
+
+
+def checks_disclosing(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    return json.dumps({"q1": 1, "q2": "no", "q3": "yes", "q4": "yes"})
+
+
+register_script("checks-good", checks_good)
+register_script("checks-disclosing", checks_disclosing)
+WEIGHED = EvidenceModel(inputs=("check:fact", "check:sensible", "new_persona_stems"), mean=(0.5, 0.5, 1.0),
+                        scale=(0.5, 0.5, 1.0), weights=(1.0, 0.5, 0.8), intercept=-0.2)
+
+
+def test_evidence_model_is_the_documented_logistic_model() -> None:
+    values = {"check:fact": 1.0, "check:sensible": 0.0, "new_persona_stems": 3.0}
+    z = -0.2 + 1.0 * (1.0 - 0.5) / 0.5 + 0.5 * (0.0 - 0.5) / 0.5 + 0.8 * (3.0 - 1.0) / 1.0
+    assert WEIGHED.share(values) == pytest.approx(1 / (1 + math.exp(-z)))
+    assert WEIGHED.features == ("new_persona_stems",)
+
+
+async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
+    rubric = load_rubric("persona_consistency")
+    persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
+    scored = await score_response(ModelClient.create("test:checks-good", "judge"), rubric, persona=persona,
+                                  question="Job?", response=response, protocol="evidence")
+    assert scored.status == "ok"
+    brings = new_persona_stems(Text(persona, "Job?", response))
+    assert scored.inputs["new_persona_stems"] == brings == 2  # nurse, ohio
+    assert scored.inputs["check:sensible"] == 1.0 and 0.5 < scored.inputs["check:fact"] < 1.0
+    assert scored.expected == pytest.approx(1 + 4 * WEIGHED.share(scored.inputs))
+    assert scored.score == 1 + round(4 * WEIGHED.share({**scored.inputs, "check:fact": 1.0}))
+    assert "evidence: new_persona_stems 2.00" in scored.rationale
+    # An AI disclosure is a gate: whatever the evidence, the score goes to the minimum.
+    gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
+                                 persona=persona, question="Job?", response=response, protocol="evidence")
+    assert gated.score == 1 and gated.expected == pytest.approx(1.0)
+
+
+def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: {"models": {"Persona Consistency": {
+        "inputs": ["check:fact"], "mean": [0.5, 1.0], "scale": [1.0], "weights": [1.0], "intercept": 0.0}}})
+    protocols_module._evidence_models.cache_clear()
+    try:
+        with pytest.raises(PersonagraphError, match="evidence.yaml: Persona Consistency: inputs, mean"):
+            evidence_model(load_rubric("persona_consistency"))
+    finally:
+        monkeypatch.undo()
+        protocols_module._evidence_models.cache_clear()
