@@ -52,10 +52,15 @@ def test_sample_file_runs_and_resumes(tmp_path: Path) -> None:
         "MAE",
         "len ρ",
         "humans' Krippendorff α",
+        "baseline: length",
+        "baseline: word_overlap",
         "LLM calls this run: 10",
     ):
         assert text in first.output, text
     summary = json.loads((run_dir / "meta_eval.json").read_text())
+    for section in summary["results"].values():  # beside every judge: the baselines and the standing
+        assert set(section["baselines"]) == {"length", "word_overlap", "embedding_similarity"}
+        assert all("vs_best_baseline" in row for row in section["judges"].values())
     assert summary["n_records"] == 5 and set(summary["criteria"]) == {
         "expected_action",
         "persona_consistency",
