@@ -28,11 +28,11 @@ from personagraph.models import openai_http, tracing
 from personagraph.models.engine import EngineFailed, engine_for
 from personagraph.models.factory import Route, resolve_route
 from personagraph.models.openai_http import ChatReply, TokenLogprobs, parse_logprobs
-from personagraph.models.retry import RetryPolicy, classify
+from personagraph.models.retry import WAIT_NOTICE_S, RetryPolicy, classify, notify_wait
 from personagraph.models.settings import ModelSettings
 from personagraph.models.spec import ModelSpec, parse_spec
 from personagraph.models.testing import scripted_call
-from personagraph.redact import redact_text, register_secret
+from personagraph.redact import redact_known, redact_text, register_secret
 from personagraph.store import CallRow, RunStore
 
 T = TypeVar("T", bound=BaseModel)
@@ -66,6 +66,7 @@ class Completion(_ScrubbedError):
     logprobs: list[TokenLogprobs] | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    truncated: bool = False  # longer than its max_tokens budget allows: cut there and marked (TRUNCATED_MARK)
 
     @property
     def ok(self) -> bool:
@@ -153,6 +154,56 @@ def cache_key(spec: str, base_url: str, messages: Messages, params: dict[str, An
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+MAX_CHARS_PER_TOKEN = 16
+"""A reply longer than ``max_tokens`` × this (tokens average ~4 characters; whitespace and code runs reach
+~16) was not held to its token budget by the server: it is cut there (:data:`TRUNCATED_MARK`), never stored
+or forwarded whole (a 5 MB answer to a 256-token request would be sent on to every judge)."""
+MIN_BUDGET_CHARS = 1024
+TRUNCATED_MARK = "\n[truncated: the reply ran past its max_tokens budget]"
+_NUMBER_PART = re.compile(r"[-+0-9.eE]+")
+
+
+def char_budget(max_tokens: int | None) -> int | None:
+    """The most characters a reply to a request of ``max_tokens`` may hold (None: no budget)."""
+    return None if not max_tokens else max(MIN_BUDGET_CHARS, max_tokens * MAX_CHARS_PER_TOKEN)
+
+
+def cut_off_json(text: str) -> bool:
+    """Whether ``text`` holds the beginning of a JSON object that stops before the object ends (a reply cut
+    off mid-JSON: by ``max_tokens``, a dropped stream or a faulty server), as opposed to text that is not
+    JSON at all. A cut-off reply is a fault that another attempt can pass; an unparsable one is the model's."""
+    start = text.find("{")
+    if start < 0:
+        return False
+    candidate = text[start:].rstrip().removesuffix("```").rstrip()
+    try:
+        json.loads(candidate)
+    except json.JSONDecodeError as exc:
+        rest = candidate[exc.pos:]
+        return (exc.msg.startswith("Unterminated string") or not rest
+                or any(word.startswith(rest) for word in ("true", "false", "null"))
+                or _NUMBER_PART.fullmatch(rest) is not None)
+    except RecursionError:
+        return False
+    return False
+
+
+def structured_problem(text: str, finish_reason: str | None) -> str | None:
+    """Why a structured call's reply is a transient fault (retried, never stored), or None when it is the
+    model's complete answer (valid or not: validation and the format reminder deal with it)."""
+    if not text.strip():
+        return "the reply is empty"
+    try:
+        extract_json(text)
+        return None
+    except ValueError:
+        pass
+    if finish_reason == "length":
+        return "the reply was cut off by max_tokens before its JSON ended"
+    if cut_off_json(text):
+        return "the reply was cut off mid-JSON"
+    return None
 
 
 def extract_json(text: str) -> Any:
@@ -269,35 +320,69 @@ class ModelClient:
         return params
 
     async def _call(
-        self, messages: Messages, response_format: dict[str, Any] | None, top_logprobs: int | None = None
+        self, messages: Messages, response_format: dict[str, Any] | None, top_logprobs: int | None = None,
+        *, structured: bool = False, fresh: bool = False,
     ) -> Completion:
         params = self._params(response_format, top_logprobs)
         if not tracing.enabled():
-            return await self._cached_call(messages, params, response_format)
+            return await self._cached_call(messages, params, response_format, structured, fresh)
         async with tracing.llm_run(self.name, role=self.role, provider=self.spec.provider,
                                    model=self.spec.name, endpoint=self.route.endpoint,
                                    messages=messages, params=params) as run:
-            reply = await self._cached_call(messages, params, response_format)
+            reply = await self._cached_call(messages, params, response_format, structured, fresh)
             tracing.finish(run, text=reply.text, error=reply.error, cached=reply.cached,
                            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
         return reply
 
+    def _problem(self, text: str, finish_reason: str | None, params: dict[str, Any],
+                 structured: bool) -> str | None:
+        """Why a structured reply cannot be used though another attempt may pass (None: usable): empty, cut off
+        mid-JSON or longer than its token budget. Such a reply is retried like a dropped connection and never
+        stored, so a rerun asks again (one stored by an older version is asked again too). A free-text reply
+        has no such problem: an empty one is returned as it is (and not stored), a long one is cut."""
+        if not structured:
+            return None
+        if not text.strip():
+            return "the reply is empty"
+        budget = char_budget(params.get("max_tokens"))
+        if budget is not None and len(text) > budget:
+            return f"the reply is {len(text)} characters, more than its max_tokens budget allows ({budget})"
+        return structured_problem(text, finish_reason)
+
+    @staticmethod
+    def _bounded(text: str, params: dict[str, Any]) -> tuple[str, bool]:
+        """A free-text reply cut to its token budget and marked (:data:`TRUNCATED_MARK`), and whether it was."""
+        budget = char_budget(params.get("max_tokens"))
+        if budget is None or len(text) <= budget:
+            return text, False
+        if text.endswith(TRUNCATED_MARK) and len(text) == budget + len(TRUNCATED_MARK):
+            return text, True  # cut when it was stored
+        return text[:budget] + TRUNCATED_MARK, True
+
     async def _cached_call(
-        self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
+        self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None,
+        structured: bool = False, fresh: bool = False,
     ) -> Completion:
+        """One call: from the response cache, or sent (with retries) and stored. ``fresh``: sent even when a
+        reply is stored, which the new one replaces (``retry_permanent``)."""
         key = cache_key(self.name, self.route.cache_url, messages, params)
-        if self.store is not None and (row := self.store.get_call(key)) is not None:
-            self.meter._add(self.meter.cache_hits, self.role)
-            logprobs = parse_logprobs({"content": row.logprobs}) if params.get("top_logprobs") else None
-            return Completion("ok", row.text, cached=True, logprobs=logprobs,
-                              input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+        stale = fresh  # a stored reply that is a transient fault (stored by an older version): replaced
+        if not fresh and self.store is not None and (row := self.store.get_call(key)) is not None:
+            if row.text.strip() and self._problem(row.text, None, params, structured) is None:
+                self.meter._add(self.meter.cache_hits, self.role)
+                logprobs = parse_logprobs({"content": row.logprobs}) if params.get("top_logprobs") else None
+                text, truncated = self._bounded(row.text, params)
+                return Completion("ok", text, cached=True, logprobs=logprobs, truncated=truncated,
+                                  input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+            stale = True
         last_error = "no attempt made"
         for attempt in range(self.retry.attempts):
             started = time.perf_counter()
+            retry_after: float | None = None
             try:
                 async with _limiter(self.route.limit_key, self._concurrency):
                     sent = await self._send(messages, params, response_format)
-                text, tokens_in, tokens_out, logprobs = sent
+                text, tokens_in, tokens_out, logprobs, finish_reason = sent
             except EngineFailed:  # an embedded engine died twice: the run stops with its one line
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below; permanent errors end the call
@@ -305,25 +390,44 @@ class ModelClient:
                 if transient is None:
                     self.meter._add(self.meter.failures, self.role)
                     return Completion("failed", error=f"{type(exc).__name__}: {exc}"[:500])
-                last_error = str(transient)[:500]
-                if attempt + 1 < self.retry.attempts:
-                    await asyncio.sleep(self.retry.delay(attempt, transient.retry_after))
-                continue
-            latency = time.perf_counter() - started
-            self.meter._add(self.meter.calls, self.role)
-            self.meter._add(self.meter.input_tokens, self.role, tokens_in)
-            self.meter._add(self.meter.output_tokens, self.role, tokens_out)
-            if not params.get("top_logprobs"):
-                logprobs = None
-            if self.store is not None:
-                self.store.put_call(
-                    CallRow(key, self.role, self.name, text, tokens_in, tokens_out, latency,
-                            _logprob_rows(logprobs)),
-                    {"messages": messages, "params": params},
-                )
-            return Completion("ok", text, logprobs=logprobs, input_tokens=tokens_in, output_tokens=tokens_out)
+                last_error, retry_after = str(transient)[:500], transient.retry_after
+            else:
+                latency = time.perf_counter() - started
+                self.meter._add(self.meter.calls, self.role)
+                self.meter._add(self.meter.input_tokens, self.role, tokens_in)
+                self.meter._add(self.meter.output_tokens, self.role, tokens_out)
+                problem = self._problem(text, finish_reason, params, structured)
+                if problem is None and not text.strip():  # the caller decides what saying nothing means; a
+                    return Completion("ok", "", input_tokens=tokens_in, output_tokens=tokens_out)  # rerun asks again
+                if problem is None:
+                    return self._keep(key, messages, params, text, tokens_in, tokens_out, latency, logprobs,
+                                      replace=stale)
+                last_error = problem
+            if attempt + 1 < self.retry.attempts:
+                delay = self.retry.delay(attempt, retry_after)
+                if delay >= WAIT_NOTICE_S:
+                    notify_wait(f"{self.name}: {last_error[:120]}; waiting {delay:.1f} s before attempt "
+                                f"{attempt + 2} of {self.retry.attempts}")
+                await asyncio.sleep(delay)
         self.meter._add(self.meter.failures, self.role)
         return Completion("failed", error=f"gave up after {self.retry.attempts} attempts: {last_error}")
+
+    def _keep(self, key: str, messages: Messages, params: dict[str, Any], text: str, tokens_in: int,
+              tokens_out: int, latency: float, logprobs: list[TokenLogprobs] | None, *, replace: bool) -> Completion:
+        """Stores a usable reply (cut to its budget, secrets this process knows scrubbed: an endpoint may echo
+        the key) and returns it."""
+        text, truncated = self._bounded(redact_known(text), params)
+        if not params.get("top_logprobs"):
+            logprobs = None
+        if self.store is not None:
+            row = CallRow(key, self.role, self.name, text, tokens_in, tokens_out, latency, _logprob_rows(logprobs))
+            request = {"messages": messages, "params": params}
+            if replace:  # over a stored transient fault; a plain put_call keeps the first row of a key
+                self.store.put_call(row, request, replace=True)
+            else:
+                self.store.put_call(row, request)
+        return Completion("ok", text, logprobs=logprobs, input_tokens=tokens_in, output_tokens=tokens_out,
+                          truncated=truncated)
 
     @property
     def _concurrency(self) -> int:
@@ -331,8 +435,9 @@ class ModelClient:
 
     async def _send(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
-    ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
-        """One attempt at the provider: (text, input tokens, output tokens, logprobs); errors propagate."""
+    ) -> tuple[str, int, int, list[TokenLogprobs] | None, str | None]:
+        """One attempt at the provider: (text, input tokens, output tokens, logprobs, finish reason); errors
+        propagate."""
         if self.chat_model is not None:
             return await self._send_chat_model(messages, params, response_format)
         body = {"model": self.spec.name, "messages": messages, **params}
@@ -344,11 +449,11 @@ class ModelClient:
         else:
             reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
                                                       timeout_s=self.settings.timeout_s)
-        return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs
+        return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs, reply.finish_reason
 
     async def _send_chat_model(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None
-    ) -> tuple[str, int, int, list[TokenLogprobs] | None]:
+    ) -> tuple[str, int, int, list[TokenLogprobs] | None, str | None]:
         assert self.chat_model is not None
         kwargs: dict[str, Any] = {"response_format": response_format} if response_format else {}
         if params.get("top_logprobs"):  # LangChain models put them in response_metadata["logprobs"], if at all
@@ -357,11 +462,14 @@ class ModelClient:
         text = result.content if isinstance(result.content, str) else str(result.content)
         usage = result.usage_metadata or {}
         logprobs = parse_logprobs(result.response_metadata.get("logprobs"))
-        return text, usage.get("input_tokens", 0), usage.get("output_tokens", 0), logprobs
+        finish = result.response_metadata.get("finish_reason")
+        return (text, usage.get("input_tokens", 0), usage.get("output_tokens", 0), logprobs,
+                finish if isinstance(finish, str) else None)
 
     # --- public API -----------------------------------------------------------------------------
     async def complete(self, messages: Messages, *, top_logprobs: int | None = None) -> Completion:
-        """A free-text reply. An empty reply is ``ok`` with ``text == ""``: callers decide what it means.
+        """A free-text reply. An empty reply is ``ok`` with ``text == ""`` (callers decide what it means) and
+        never stored, so a rerun asks again; a reply past its token budget is cut and marked (``truncated``).
 
         ``top_logprobs=k`` asks for each generated token's k most likely alternatives (``logprobs``).
         """
@@ -382,12 +490,24 @@ class ModelClient:
     ) -> Structured[T]:
         """A reply validated against ``schema``; one retry with a format reminder, then ``failed``.
 
-        ``top_logprobs=k``: as in :meth:`complete`, for the reply that validated.
+        ``top_logprobs=k``: as in :meth:`complete`, for the reply that validated. A reply cut off, empty or
+        ``null`` is a transient fault (retried, never stored); a complete reply that does not fit is the
+        permanent ``invalid structured output`` — asked again past the cache once per run when the settings
+        say ``retry_permanent``.
         """
+        result = await self._structured(messages, schema, top_logprobs, fresh=False)
+        if (self.settings.retry_permanent and result.cached and result.error
+                and result.error.startswith("invalid structured output")):
+            result = await self._structured(messages, schema, top_logprobs, fresh=True)
+        return result
+
+    async def _structured(
+        self, messages: Messages, schema: type[T], top_logprobs: int | None, *, fresh: bool
+    ) -> Structured[T]:
         prompt = [dict(m) for m in messages]
         prompt[-1]["content"] = f"{prompt[-1]['content']}\n\n{format_instructions(schema)}"
         response_format = self._response_format(schema)
-        reply = await self._call(prompt, response_format, top_logprobs)
+        reply = await self._call(prompt, response_format, top_logprobs, structured=True, fresh=fresh)
         cached = reply.cached
         if not reply.ok:
             return Structured("failed", error=reply.error)
@@ -404,7 +524,7 @@ class ModelClient:
                     {"role": "user", "content": f"That reply was not valid ({error}). "
                                                 f"{format_instructions(schema)}"},
                 ]
-                reply = await self._call(retry_prompt, response_format, top_logprobs)
+                reply = await self._call(retry_prompt, response_format, top_logprobs, structured=True, fresh=fresh)
                 cached = cached and reply.cached
                 if not reply.ok:
                     return Structured("failed", raw="", error=reply.error)

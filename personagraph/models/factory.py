@@ -66,9 +66,8 @@ def resolve_route(spec: ModelSpec, settings: ModelSettings) -> Route:
         if named.key_env:
             key = os.environ.get(named.key_env, "")
             if not key:
-                raise PersonagraphError(
-                    f"endpoint {named.name}: the key variable ${named.key_env} is not set"
-                )
+                state = "is empty" if named.key_env in os.environ else "is not set"
+                raise PersonagraphError(f"endpoint {named.name}: the key variable ${named.key_env} {state}")
         url, concurrency = named.url, named.concurrency or settings.concurrency
     else:
         url = (

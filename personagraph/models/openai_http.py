@@ -76,6 +76,7 @@ class ChatReply:
     input_tokens: int
     output_tokens: int
     logprobs: list[TokenLogprobs] | None = None
+    finish_reason: str | None = None  # "stop", "length" (cut off by max_tokens), … as the provider says
 
 
 _sessions: dict[tuple[int, str, str], Any] = {}
@@ -146,7 +147,7 @@ async def chat_completion(
 
     Raises:
         TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections, a
-            body that is not a completion.
+            body that is not a completion, a completion without text (``null`` or empty content).
         PermanentModelError: other HTTP errors (400, 401, 404, …).
     """
     import aiohttp  # only for openai: specs
@@ -173,11 +174,16 @@ async def chat_completion(
         data = _decode(payload)
         choice = data["choices"][0]
         message = choice["message"]
-        content = message.get("content") or ""
+        content = message.get("content")
         usage = data.get("usage") or {}
+        tokens = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise TransientModelError(f"HTTP {status}: the reply is not a chat completion") from exc
-    if not isinstance(content, str):
+    if content is not None and not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
-    return ChatReply(content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                     parse_logprobs(choice.get("logprobs")))
+    if not content or not content.strip():  # a completion with nothing in it is a fault of that reply, not
+        # the model's answer: retried like a dropped connection (a second try is usually fine)
+        raise TransientModelError(f"HTTP {status}: the reply has no text (content {json.dumps(content)})")
+    finish = choice.get("finish_reason")
+    return ChatReply(content, *tokens, parse_logprobs(choice.get("logprobs")),
+                     finish if isinstance(finish, str) else None)

@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+
+WAIT_NOTICE_S = 10.0
+"""A wait before the next attempt at least this long is announced (one line: which model, why, how long),
+so that a run parked by a long Retry-After is seen waiting, not hung."""
+_wait_notice: list[Callable[[str], None]] = [logging.getLogger("personagraph").warning]
+
+
+def set_wait_notice(handler: Callable[[str], None]) -> None:
+    """Where wait notices go (the CLI prints them on stderr; the default is the ``personagraph`` logger)."""
+    _wait_notice[0] = handler
+
+
+def notify_wait(line: str) -> None:
+    """Announces a long wait before a retry (see :data:`WAIT_NOTICE_S`)."""
+    _wait_notice[0](line)
 
 
 class TransientModelError(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
@@ -19,8 +20,24 @@ class Endpoint(BaseModel):
 
     name: str = Field(pattern=_NAME.pattern)
     url: str = Field(pattern=r"^https?://")
-    key_env: str | None = None
+    key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's name
     concurrency: int | None = Field(None, ge=1, le=1024)
+
+    @field_validator("url")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        return checked_port(value)
+
+
+def checked_port(url: str) -> str:
+    """``url`` when its port (if any) is one a server can listen on (1-65535); else a ValueError naming it."""
+    try:
+        urlsplit(url).port
+    except ValueError:
+        raise ValueError(f"{url!r}: the port is not a number from 1 to 65535") from None
+    if urlsplit(url).port == 0:
+        raise ValueError(f"{url!r}: the port is not a number from 1 to 65535")
+    return url
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -61,6 +78,7 @@ class ModelSettings(BaseModel):
     timeout_s: float = Field(120.0, gt=0)
     max_retry_after_s: float = Field(60.0, ge=0)  # a server's Retry-After is obeyed up to this long
     retry_attempts: int = Field(6, ge=1, le=100)  # attempts per call at transient errors (1: no retry)
+    retry_permanent: bool = False  # a stored structured reply that never validated is asked again, past the cache
     base_url: str | None = None  # an OpenAI-compatible endpoint: http(s)://host[:port]/…
     api_key: SecretStr | None = Field(default=None, exclude=True)
     structured: StructuredMode = "auto"
@@ -71,7 +89,7 @@ class ModelSettings(BaseModel):
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"https?://[^\s/]+", value):
             raise ValueError(f"{value!r} is not an http(s)://host[:port]/… URL")
-        return value
+        return value if value is None else checked_port(value)
 
     @field_validator("endpoints", mode="before")
     @classmethod
