@@ -15,7 +15,9 @@ Every error is a one-line :class:`~personagraph.errors.PersonagraphError` naming
 
 Output files (:func:`write_output`): ``{path}: is a directory``, ``{path}: not a
 regular file ({kind}); give a file to write``, ``{path}: a SQLite database (a run store?); give another file
-to write``, ``{path}: cannot write ({reason})``. An output appears whole or not at all.
+to write``, ``{path}: a file of the run directory {dir} …`` (an existing file inside a run directory is never
+overwritten: ``-o RUN/summary.json`` would destroy the run's summary), ``{path}: cannot write ({reason})``. An
+output appears whole or not at all, and never through a link (:func:`write_atomic`).
 
 Lines are numbered from 1 and split on ``\\n`` only, the way an editor counts them; a UTF-8 byte-order
 mark is dropped; blank lines are skipped.
@@ -27,6 +29,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -97,14 +100,50 @@ def check_input_file(path: str | Path) -> Path:
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_RUN_MARKER = "run.sqlite"  # a folder holding this is a run directory (store.STORE_FILE; files.py sits below store.py)
+_RUN_FOLDERS = ("transcripts", "judge-check")  # a run's own folders
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: mkstemp makes files 0600, outputs get the permissions open() would give them
 
 
-def check_output_file(path: str | Path, label: str | None = None) -> Path:
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Writes ``text`` (UTF-8) to ``path`` whole or not at all, never through a link: into a new temporary file
+    beside it (created exclusively, so a planted name cannot redirect it), then renamed over ``path`` (a link
+    there is replaced, its target left as it was).
+
+    Raises:
+        OSError: the file cannot be written (the temporary file is removed).
+    """
+    path = Path(path)
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _run_dir_of(path: Path) -> Path | None:
+    """The run directory ``path`` lies in (its folder holds a run store), if any."""
+    folder = path.parent
+    candidates = [folder, folder.parent] if folder.name in _RUN_FOLDERS else [folder]
+    return next((candidate for candidate in candidates if (candidate / _RUN_MARKER).exists()), None)
+
+
+def check_output_file(path: str | Path, label: str | None = None, *, keep_run_files: bool = False) -> Path:
     """Refuses what must not be written as an output file, before any work: a directory, a FIFO, device or
     socket (writing would block or go nowhere), and a SQLite database — a run store's results are never
-    overwritten by a mistyped ``-o``. ``label`` names the file in errors (default: the path)."""
+    overwritten by a mistyped ``-o``. ``label`` names the file in errors (default: the path).
+    ``keep_run_files`` (an output people named: ``-o``): an existing file, or a link, inside a run directory
+    is refused too (``-o RUN/summary.json`` would destroy the run's summary); a new file there is fine."""
     path = Path(path)
     name = label or str(path)
+    if keep_run_files and path.is_symlink() and (run_dir := _run_dir_of(path)) is not None:
+        raise PersonagraphError(f"{name}: a symbolic link in the run directory {run_dir}; give a new file to write")
     if _regular_file(path, name, "write", "give a file to write") is None:
         return path
     try:
@@ -114,24 +153,26 @@ def check_output_file(path: str | Path, label: str | None = None) -> Path:
         header = b""
     if header == _SQLITE_HEADER:
         raise PersonagraphError(f"{name}: a SQLite database (a run store?); give another file to write")
+    if keep_run_files and (run_dir := _run_dir_of(path)) is not None:
+        raise PersonagraphError(
+            f"{name}: a file of the run directory {run_dir} (its results are never overwritten); give a new file "
+            "or a path outside the run directory"
+        )
     return path
 
 
-def write_output(path: str | Path, text: str, label: str | None = None) -> Path:
+def write_output(path: str | Path, text: str, label: str | None = None, *, keep_run_files: bool = False) -> Path:
     """Writes ``text`` (UTF-8) to an output file people named, creating parent folders; the file appears
     whole or not at all (written beside it, then renamed), so a failure leaves no truncated output.
 
     Raises:
         PersonagraphError: what :func:`check_output_file` refuses, or the file cannot be written.
     """
-    path = check_output_file(path, label)
-    partial = path.with_name(f".{path.name}.partial")
+    path = check_output_file(path, label, keep_run_files=keep_run_files)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
+        write_atomic(path, text)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise PersonagraphError(f"{label or path}: cannot write ({exc.strerror or exc})") from None
     return path
 
@@ -170,25 +211,72 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it names a key twice (json.loads would silently keep the last value)."""
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
 def parse_json(text: str, path: str | Path, *, line: int | None = None) -> Any:
     """``json.loads`` for input text, with one-line errors naming ``path`` (and ``line`` of a JSONL file).
 
-    Refuses, beside invalid JSON, nesting deeper than :data:`MAX_JSON_DEPTH` (a RecursionError otherwise)
-    and strings holding an unpaired surrogate such as ``"\\ud800"`` (not encodable, so not storable).
+    Refuses, beside invalid JSON, nesting deeper than :data:`MAX_JSON_DEPTH` (a RecursionError otherwise),
+    an object that names a key twice, and strings holding an unpaired surrogate such as ``"\\ud800"`` (not
+    encodable, so not storable).
     """
     where = f"{path}:{line}" if line is not None else str(path)
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(text) > MAX_JSON_DEPTH:
         raise PersonagraphError(f"{where}: invalid JSON (nested deeper than {MAX_JSON_DEPTH} levels)")
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         at = f" at line {exc.lineno}" if line is None else ""
         raise PersonagraphError(f"{where}: invalid JSON{at} ({exc.msg})") from None
     except RecursionError:
         raise PersonagraphError(f"{where}: invalid JSON (nested too deeply)") from None
+    except _DuplicateKey as exc:
+        raise PersonagraphError(f"{where}: invalid JSON (the key {exc.args[0]!r} is given twice)") from None
     if "\\u" in text and (surrogate := _lone_surrogate(value)):
         raise PersonagraphError(f"{where}: not valid Unicode (unpaired surrogate {surrogate})")
     return value
+
+
+def parse_yaml(text: str, path: str | Path) -> Any:
+    """``yaml.safe_load`` for input text, with one-line errors naming ``path`` (and the line): invalid YAML,
+    and nesting deeper than :data:`MAX_JSON_DEPTH` — counted on the parser's events first, which never
+    recurse (the loader builds nested values recursively: 5000 levels were a RecursionError)."""
+    import yaml  # only for YAML inputs
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~100× faster on deep input
+    opening, closing = (yaml.SequenceStartEvent, yaml.MappingStartEvent), (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, opening):
+                depth += 1
+                if depth > MAX_JSON_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else None
+                    where = f"{path}:{line}" if line else str(path)
+                    raise PersonagraphError(f"{where}: invalid YAML (nested deeper than {MAX_JSON_DEPTH} levels)")
+            elif isinstance(event, closing):
+                depth -= 1
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise PersonagraphError(f"{where}: invalid YAML") from None
+    except RecursionError:
+        raise PersonagraphError(f"{path}: invalid YAML (nested too deeply)") from None
 
 
 def _not_utf8(path: Path, offset: int) -> PersonagraphError:

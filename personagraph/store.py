@@ -32,6 +32,14 @@ from personagraph.records import meta_problem, record_problem
 STORE_FILE = "run.sqlite"
 CHECKPOINTS_FILE = "checkpoints.sqlite"  # LangGraph's checkpoints of the run's graphs (sessions, persona units)
 LOCK_FILE = "run.lock"
+STORE_FILES = (STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", f"{STORE_FILE}-journal", LOCK_FILE,
+               CHECKPOINTS_FILE, f"{CHECKPOINTS_FILE}-wal", f"{CHECKPOINTS_FILE}-shm", f"{CHECKPOINTS_FILE}-journal")
+"""The files SQLite and the lock create in a run directory: none of them may be a symbolic link (a link
+planted in a directory someone hands you would have the run write wherever it points)."""
+RESULT_FILES = (CHECKPOINTS_FILE, "transcripts", "summary.json", "judge_check.json", "meta_eval.json",
+                "judge-check")
+"""What only a run that wrote its store leaves in a run directory (besides ``*_summary.json``): next to any of
+them, a missing or empty ``run.sqlite`` is a lost store, never a new run."""
 COMMIT_INTERVAL_S = 0.5
 """Write-behind: a batch commits at most this long after its first row (at once on a flush, a read, a
 checkpoint write or close): one commit for every row of the interval, where each row used to cost one."""
@@ -108,6 +116,31 @@ except ImportError:  # pragma: no cover - orjson comes with langchain-core's lan
         return json.dumps(request, ensure_ascii=False)
 
 
+def _refuse_link(path: Path) -> None:
+    """Refuses a symbolic link where a run file belongs (see :data:`STORE_FILES`)."""
+    if path.is_symlink():
+        raise PersonagraphError(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); personagraph never writes through a link in a "
+            "run directory — replace it with the file itself or use another --run-dir"
+        )
+
+
+def refuse_links(run_dir: str | Path, names: Sequence[str] = STORE_FILES) -> None:
+    """Refuses a run directory where any of ``names`` is a symbolic link (the run directory itself may be
+    one: that is the choice of whoever runs the command)."""
+    for name in names:
+        _refuse_link(Path(run_dir) / name)
+
+
+def _results_without_store(run_dir: Path) -> list[str]:
+    """The results of an earlier run in ``run_dir`` (:data:`RESULT_FILES`, ``*_summary.json``)."""
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return []
+    return [name for name in names if name in RESULT_FILES or name.endswith("_summary.json")]
+
+
 class RunLock:
     """One writing process per run directory: an advisory lock on ``run.lock``, which names its holder.
 
@@ -122,7 +155,7 @@ class RunLock:
     _guard = threading.Lock()
 
     def __init__(self, run_dir: str | Path) -> None:
-        self.path = (Path(run_dir) / LOCK_FILE).resolve()
+        self.path = Path(run_dir).resolve() / LOCK_FILE  # the directory resolved, never the lock file itself
         self._released = False
         with self._guard:
             fd, users = self._held.get(self.path, (-1, 0))
@@ -131,7 +164,14 @@ class RunLock:
             self._held[self.path] = (fd, users + 1)
 
     def _acquire(self) -> int:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # O_NOFOLLOW: a planted link is refused, never followed (and its target truncated)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            _refuse_link(self.path)
+            raise PersonagraphError(
+                f"--run-dir {self.path.parent}: cannot write there ({exc.strerror or exc}); view and report "
+                "read a finished run as it is — use another --run-dir to run"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -185,10 +225,12 @@ class RunStore:
         self.path = self.run_dir / STORE_FILE
         if readonly and not self.path.is_file():
             raise PersonagraphError(f"{self.run_dir}: not a run directory (no {STORE_FILE})")
+        self.created = False  # this store made its run.sqlite (a refused start removes what it made)
         if not readonly:
-            if self.run_dir.exists() and not self.run_dir.is_dir():
-                raise PersonagraphError(f"--run-dir {self.run_dir}: exists and is not a directory")
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._make_dir()
+            refuse_links(self.run_dir, (*STORE_FILES, "transcripts"))
+            self._refuse_lost_store()
+            self.created = not self.path.exists()
         self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
         self._check_reads = readonly  # a writable store checked every row when it opened (_verify)
         try:
@@ -196,6 +238,33 @@ class RunStore:
         except BaseException:
             self._release_run_lock()
             raise
+
+    def _make_dir(self) -> None:
+        """Creates the run directory, or says in one line why it cannot be."""
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise PersonagraphError(f"--run-dir {self.run_dir}: exists and is not a directory")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise PersonagraphError(f"--run-dir {self.run_dir}: a part of the path is a file, not a directory") from None
+        except OSError as exc:
+            raise PersonagraphError(f"--run-dir {self.run_dir}: cannot create it ({exc.strerror or exc})") from None
+
+    def _refuse_lost_store(self) -> None:
+        """Refuses a run directory whose store is missing or empty while results of a run are beside it: the
+        scores would be rebuilt from nothing (and summary.json overwritten with none), so it is left as it is."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        if size:
+            return
+        if found := _results_without_store(self.run_dir):
+            state = "missing" if size is None else "empty (0 bytes)"
+            raise PersonagraphError(
+                f"{self.path}: the run store is {state}, but {', '.join(found)} hold an earlier run's results; "
+                f"it is not rebuilt silently — restore {STORE_FILE} or use another --run-dir"
+            )
 
     def _release_run_lock(self) -> None:
         if self._run_lock is not None:
@@ -214,6 +283,8 @@ class RunStore:
         try:
             self._db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout = 10000")
+            if readonly:
+                self._readable_on_read_only_media()
             if not readonly:
                 self._verify()  # before the first write: a damaged or foreign file must stay as it was
                 self._check_version()
@@ -228,6 +299,37 @@ class RunStore:
                 f"{self.path}: the run store is unreadable ({exc}); it was left untouched — "
                 "use another --run-dir"
             ) from None
+        self._identity = self._file_identity()
+
+    def _readable_on_read_only_media(self) -> None:
+        """A store in WAL mode needs its ``-shm`` file even to be read; on read-only media (or a directory this
+        user cannot write) it cannot be made, so the finished store is opened as immutable instead: a store
+        closed cleanly holds everything in the main file."""
+        try:
+            self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if os.access(self.run_dir, os.W_OK):
+                raise
+            self._db.close()
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, check_same_thread=False,
+                                       isolation_level=None)
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
+
+    def _check_still_there(self) -> None:
+        """Before a commit: the store file is still the one this store opened. SQLite keeps writing to a deleted
+        file without a word (a run whose directory was removed would do all its calls, then lose them)."""
+        if self._identity is not None and self._file_identity() != self._identity:
+            self._write_error = (
+                f"{self.run_dir}: the run directory (or its {STORE_FILE}) was removed or replaced while the run "
+                "was writing; the run stopped — run the same command again to start over"
+            )
+            raise PersonagraphError(self._write_error)
 
     def _verify(self) -> None:
         """Reads an existing store through (pages, then every JSON value) before anything writes to it."""
@@ -324,6 +426,8 @@ class RunStore:
     # --- write-behind -----------------------------------------------------------------------------
     def _write(self, sql: str, args: tuple[Any, ...], call: CallRow | None = None) -> None:
         if not self._write_behind:
+            self._raise_write_error()
+            self._check_still_there()
             with self._lock:  # one statement: its own transaction (autocommit)
                 self._db.execute(sql, args)
             return
@@ -356,6 +460,11 @@ class RunStore:
             with self._pending_lock:
                 rows, self._pending = self._pending, []
                 self._cancel_timer()
+            if rows and self._write_error is None:
+                try:
+                    self._check_still_there()
+                except PersonagraphError:
+                    rows = []  # kept in _write_error: raised by the next write or flush
             if rows and self._write_error is None:
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
@@ -421,10 +530,15 @@ class RunStore:
             return None
         return CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None)
 
-    def put_call(self, row: CallRow, request: dict[str, Any]) -> None:
-        """Records a finished call; the first result for a key wins."""
+    def put_call(self, row: CallRow, request: dict[str, Any], *, replace: bool = False) -> None:
+        """Records a finished call; the first result for a key wins, unless ``replace`` (a stored reply that
+        turned out to be a transient fault, replaced by the reply to a new attempt)."""
+        if replace:
+            with self._pending_lock:
+                self._pending_calls.pop(row.key, None)
         self._write(
-            "INSERT OR IGNORE INTO calls(key, role, model, request, text, input_tokens, output_tokens,"
+            f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO calls(key, role, model, request, text,"
+            " input_tokens, output_tokens,"
             " latency_s, created, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (row.key, row.role, row.model, _dump_request(request), row.text, row.input_tokens,
              row.output_tokens, row.latency_s, time.time(),
@@ -470,6 +584,30 @@ class RunStore:
         if self._check_reads:
             return [self._record(kind, id, data) for id, data in rows]
         return [json.loads(data) for _, data in rows]
+
+    def raw_meta(self) -> tuple[dict[str, Any], tuple[float, float] | None]:
+        """Every meta key (its JSON value, or the text when it is not JSON) and the records' time span
+        (first and last ``created``), read on this store's connection (on read-only media no other opens)."""
+        self.flush()
+        with self._lock:
+            rows = self._db.execute("SELECT key, value FROM meta").fetchall()
+            low, high = self._db.execute("SELECT min(created), max(created) FROM records").fetchone()
+        meta: dict[str, Any] = {}
+        for key, value in rows:
+            try:
+                meta[key] = json.loads(value)
+            except json.JSONDecodeError:
+                meta[key] = value
+        return meta, (float(low), float(high)) if low is not None else None
+
+    def is_blank(self) -> bool:
+        """Whether the store holds no call and no record (only meta): nothing a run would lose."""
+        self.flush()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT EXISTS(SELECT 1 FROM calls) OR EXISTS(SELECT 1 FROM records)"
+            ).fetchone()
+        return not row[0]
 
     def kinds(self) -> dict[str, int]:
         """Row counts per record kind."""
@@ -532,6 +670,7 @@ async def sqlite_checkpointer(
     is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``).
     With ``store``, its pending rows commit before each checkpoint write (:class:`_StoreFirstSaver`)."""
     path = Path(run_dir) / CHECKPOINTS_FILE
+    refuse_links(run_dir, [name for name in STORE_FILES if name.startswith(CHECKPOINTS_FILE)])
     if path.is_file() and path.stat().st_size > 0:
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from personagraph.agents.user_sim import LEVELS
 from personagraph.errors import PersonagraphError
-from personagraph.files import read_jsonl, read_text, safe_id
+from personagraph.files import read_jsonl, read_text, safe_id, write_atomic
 from personagraph.personas import MAX_PERSONA_CHARS
 from personagraph.schemas import short_id, slug
 
@@ -95,7 +96,13 @@ def transcript_markdown(record: dict[str, Any]) -> str:
 
 
 def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
-    """Writes ``<id>.jsonl`` and ``<id>.md`` for a session record (atomically replaced)."""
+    """Writes ``<id>.jsonl`` and ``<id>.md`` for a session record (atomically replaced, never through a link:
+    a ``transcripts`` folder that is a symbolic link is refused, a link at a transcript's name is replaced)."""
+    if folder.is_symlink():
+        raise PersonagraphError(
+            f"{folder}: is a symbolic link (to {os.readlink(folder)}); personagraph never writes through a link "
+            "in a run directory — replace it with a folder or use another --run-dir"
+        )
     if folder.exists() and not folder.is_dir():
         raise PersonagraphError(f"{folder}: exists and is not a directory (it holds the transcripts); move it")
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,9 +135,10 @@ def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
         lines.append(json.dumps(end, ensure_ascii=False))
     jsonl, md = folder / f"{record['id']}.jsonl", folder / f"{record['id']}.md"
     for path, text in ((jsonl, "\n".join(lines) + "\n"), (md, transcript_markdown(record))):
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        try:
+            write_atomic(path, text)
+        except OSError as exc:
+            raise PersonagraphError(f"{path}: cannot write ({exc.strerror or exc})") from None
     return jsonl, md
 
 

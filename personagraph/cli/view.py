@@ -21,7 +21,7 @@ def check_export_options(format: str, output: Path | None, formats: tuple[str, .
     if output is not None:
         if format == "table":
             raise PersonagraphError(f"-o needs --format {', '.join(formats[:-1])} or {formats[-1]}")
-        check_output_file(output, f"-o {output}")
+        check_output_file(output, f"-o {output}", keep_run_files=True)
 
 
 def write_export(text: str, output: Path | None) -> None:
@@ -29,7 +29,7 @@ def write_export(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    write_output(output, text, f"-o {output}")
+    write_output(output, text, f"-o {output}", keep_run_files=True)
     console.print(f"wrote {output}", markup=False)
 
 

@@ -452,6 +452,7 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | No
         PersonagraphError: a path that is not a run directory, an unreadable store, an unwritable output.
     """
     label = f"-o {out}"
-    check_output_file(out, label)  # before the work: a mistyped -o must not cost a report or a run store
+    # before the work: a mistyped -o must not cost a report, a run store or a file of a run directory
+    check_output_file(out, label, keep_run_files=True)
     runs = load_runs(list(run_dirs))
-    return write_output(out, build_report(runs, title=title, lowest=lowest), label)
+    return write_output(out, build_report(runs, title=title, lowest=lowest), label, keep_run_files=True)

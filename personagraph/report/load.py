@@ -82,21 +82,6 @@ def _read_summary(run_dir: Path) -> dict[str, Any]:
     return value
 
 
-def _raw_meta(path: Path) -> tuple[dict[str, Any], tuple[float, float] | None]:
-    """All meta keys and the records' time span (RunStore reads meta by key only)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        meta = {}
-        for key, value in db.execute("SELECT key, value FROM meta"):
-            try:
-                meta[key] = json.loads(value)
-            except json.JSONDecodeError:
-                meta[key] = value
-        low, high = db.execute("SELECT min(created), max(created) FROM records").fetchone()
-    finally:
-        db.close()
-    return meta, (float(low), float(high)) if low is not None else None
-
 
 def _guess_kind(kinds: dict[str, int], summary: dict[str, Any]) -> str:
     if "verdict" in kinds or "answer" in kinds:
@@ -124,9 +109,9 @@ def load_run(run_dir: str | Path, *, name: str | None = None) -> Run:
     store = RunStore(path, readonly=True)
     try:
         kinds = store.kinds()
-        records = {kind: store.records(kind) for kind in sorted(kinds)}
+        records = {kind: [_shown(r) for r in store.records(kind)] for kind in sorted(kinds)}
         calls = store.call_stats()
-        meta, span = _raw_meta(store.path)
+        meta, span = store.raw_meta()
         summary = _read_summary(path)
         kind = str(meta.get("kind") or _guess_kind(kinds, summary))
         if kind in EVAL_KINDS:
@@ -140,6 +125,24 @@ def load_run(run_dir: str | Path, *, name: str | None = None) -> Run:
     meta.pop("schema_version", None)
     return Run(path=path, name=name or path.resolve().name, kind=kind, meta=scrub(meta),
                summary=scrub(summary), records=records, calls=calls, span=span)
+
+
+SHOWN_CHARS = 20_000
+"""The longest text of a record a report or view shows (a runaway reply stored by an older version, or a
+plug-in's, can be megabytes: ten 5 MB answers made a 55 MB page, 16 s and 830 MB to build)."""
+
+
+def _shown(value: Any) -> Any:
+    """``value`` (a record) with every text longer than :data:`SHOWN_CHARS` cut there and marked."""
+    if isinstance(value, str):
+        if len(value) <= SHOWN_CHARS:
+            return value
+        return f"{value[:SHOWN_CHARS]} […{len(value) - SHOWN_CHARS} more characters, not shown]"
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return value
 
 
 def _eval_scores(store: RunStore, summary: dict[str, Any]) -> dict[str, Any]:

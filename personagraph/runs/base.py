@@ -29,8 +29,10 @@ response cache answers every call that succeeded before, so a retry sends only t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -42,10 +44,11 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import write_atomic
 from personagraph.models import Meter
 from personagraph.provenance import data_file_hashes, library_versions, weight_hashes
 from personagraph.redact import redact_text
-from personagraph.store import RunStore
+from personagraph.store import STORE_FILE, STORE_FILES, RunStore
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 3  # the run ended, but some items failed or did not finish (exit 2 is bad input)
@@ -82,16 +85,15 @@ def make_config(cls: type[C], **fields: Any) -> C:
 REASON_CHARS = 300  # a failed item's reason is one line of at most this many characters
 
 STORED_REPLY_FAILURES = (
-    "invalid structured output",  # models/client.py: a reply (and its format-reminder retry) never parsed
-    "empty answer",  # agents/persona.py: the persona agent said nothing
-    "empty reply",  # graphs/session.py, graphs/memory_dialogue.py, runs/behavior.py: an ok call with no text
-    "empty message",  # agents/user_sim.py: the simulated user said nothing
-    "empty user message",
-)
-"""How the reason of a failure whose model reply is in the response cache begins. The model answered, and
-its answer was unusable: every later run gets the same stored reply, so retrying such an item cannot
-change it. It is a permanent failure (:attr:`FailedItem.permanent`): listed with its reason, never retried,
-never counted as retried (a transport failure, a timeout or a dead endpoint stores nothing, and is retried).
+    "invalid structured output",  # models/client.py: a complete reply (and its format-reminder retry) that
+)                                 # does not fit the schema
+"""How the reason of a failure whose model reply is in the response cache begins. The model answered in full,
+and its answer did not fit: every later run gets the same stored reply, so retrying such an item cannot
+change it. It is a permanent failure (:attr:`FailedItem.permanent`): listed with its reason, retried only
+with ``retry_permanent`` (``--retry-permanent``: its calls are sent again past the cache), otherwise never
+retried nor counted as retried. Everything else is transient and retried on resume: a transport failure, a
+timeout, a dead endpoint, and a reply that was cut off, empty or ``null`` (the model layer never stores one:
+``models/client.py``), so an empty answer is asked again too.
 """
 
 
@@ -161,13 +163,14 @@ class Summary(BaseModel):
     roles: dict[str, Any] = Field(default_factory=dict)  # calls and cache hits per model role
     failures: list[FailedItem] = Field(default_factory=list)
     incomplete: int = 0
+    unscored: int = 0  # items asked for that have no score (failed, missing, or never judged)
     retried: int = 0  # failed items of earlier runs that this run did again
     recovered: int = 0  # of those, the ones that finished this time
 
     @property
     def complete(self) -> bool:
-        """True when every item of the run finished."""
-        return not self.failures and not self.incomplete
+        """True when every item of the run finished and every item asked for has its score."""
+        return not self.failures and not self.incomplete and not self.unscored
 
     @property
     def exit_code(self) -> int:
@@ -183,10 +186,13 @@ class Summary(BaseModel):
         permanent = sum(f.permanent for f in self.failures)
         parts = [f"{len(self.failures)} failed"] if self.failures else []
         parts += [f"{self.incomplete} incomplete"] if self.incomplete else []
-        line = f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'})"
+        if parts:
+            line = f"{' and '.join(parts)} items (listed in {self.run_dir or 'the run directory'})"
+        else:  # every item ended, yet some have no score (a verdict lost, say)
+            line = f"{self.unscored} items without a score (the scores are incomplete)"
         if permanent:
             line += f"; {permanent} permanent (the model's stored reply is unusable: not retried)"
-        if permanent < len(self.failures) or self.incomplete:
+        if permanent < len(self.failures) or self.incomplete or not parts:
             line += "; run the same command again to resume"
         return line + (f" ({retry})" if retry else "")
 
@@ -260,6 +266,11 @@ class Run:
         summary_file: the file in ``run_dir`` that :meth:`finish` writes.
         write_behind: open the store with batched commits (see :class:`~personagraph.store.RunStore`).
         retry_failed: a resumed run does the items that failed before again (False: keeps them failed).
+        retry_permanent: permanent failures are retried too (their model calls are sent again; the model
+            layer does that with ``ModelSettings.retry_permanent``).
+
+    A start refused before anything was stored (a bad endpoint, a key variable not set, a checkpoint URL
+    that does not connect) leaves nothing behind: the files this run created are removed again.
     """
 
     def __init__(
@@ -275,9 +286,11 @@ class Run:
         summary_file: str = "summary.json",
         write_behind: bool = False,
         retry_failed: bool = True,
+        retry_permanent: bool = False,
     ) -> None:
         self.kind = kind
         self.retry_failed = retry_failed
+        self.retry_permanent = retry_permanent and retry_failed
         self._retrying: set[tuple[str, str]] = set()
         self.run_dir = Path(run_dir)
         self.config = config
@@ -300,6 +313,7 @@ class Run:
         return self._store
 
     def __enter__(self) -> Run:
+        self._before = _entries(self.run_dir)
         self._store = RunStore(self.run_dir, write_behind=self._write_behind)
         try:
             held = self._store.get_meta("kind")
@@ -313,9 +327,8 @@ class Run:
             self._store.set_meta(self._config_key, without_secrets(config))
             self._store.set_meta("versions", library_versions())
             self._store.set_meta("weights", weight_hashes(config))
-        except BaseException:
-            self._store.close()
-            self._store = None
+        except BaseException as exc:
+            self._close(exc)
             raise
         self._started = time.perf_counter()
         return self
@@ -325,10 +338,26 @@ class Run:
     ) -> None:
         if self._store is not None:
             try:  # the data files this process read: known only now (provenance.data_file_hashes)
-                self._store.set_meta("data_files", data_file_hashes(self._store.get_meta("data_files")))
+                if not isinstance(exc, PersonagraphError):
+                    self._store.set_meta("data_files", data_file_hashes(self._store.get_meta("data_files")))
             finally:
-                self._store.close()
-                self._store = None
+                self._close(exc)
+
+    def _close(self, exc: BaseException | None) -> None:
+        """Closes the store; after a refused start that stored nothing (bad input found once the store was
+        open), removes the files this run created, so that the refusal leaves nothing behind."""
+        store, self._store = self._store, None
+        if store is None:
+            return
+        blank = False
+        if isinstance(exc, PersonagraphError) and store.created:
+            try:
+                blank = store.is_blank()
+            except PersonagraphError:
+                blank = False
+        store.close()
+        if blank:
+            _remove_new(self.run_dir, self._before)
 
     def record(self, **meta: Any) -> None:
         """Records more meta (prompt and rubric versions, data-file hashes, sources), without secrets."""
@@ -354,19 +383,24 @@ class Run:
     # --- retry on resume -------------------------------------------------------------------------------
     def pending(self, failures: list[FailedItem] | None) -> bool:
         """Whether this run does an item (or a unit of items) now, given the failures of its stored record:
-        ``None`` (no record yet) → yes; failed items that are not permanent → yes when retrying (they count
-        as retried), else they stay failed; only permanent failures, or ``[]`` (finished) → no."""
+        ``None`` (no record yet) → yes; failed items that are not permanent (or any, with ``retry_permanent``)
+        → yes when retrying (they count as retried), else they stay failed; only permanent failures, or ``[]``
+        (finished) → no."""
         if failures is None:
             return True
-        if self.retry_failed and any(not f.permanent for f in failures):
+        if self.retry_failed and any(self.retries(f) for f in failures):
             self.retrying(failures)
             return True
         return False
 
+    def retries(self, failure: FailedItem) -> bool:
+        """Whether this run retries a failed item: not a permanent one unless ``retry_permanent``."""
+        return self.retry_failed and (self.retry_permanent or not failure.permanent)
+
     def retrying(self, failures: Iterable[FailedItem]) -> None:
         """Counts earlier failed items that this run does again (see :meth:`pending`); a permanent failure is
-        not retried, so it is not counted."""
-        self._retrying.update(f.key for f in failures if not f.permanent)
+        not retried (unless ``retry_permanent``), so it is not counted."""
+        self._retrying.update(f.key for f in failures if self.retries(f))
 
     # --- the end --------------------------------------------------------------------------------------
     def finish(self, summary: S, *, write: bool = True) -> S:
@@ -402,10 +436,35 @@ class Run:
         return summary
 
     def write_json(self, name: str, data: Any) -> Path:
-        """Writes ``data`` as indented UTF-8 JSON to ``name`` in the run directory."""
+        """Writes ``data`` as indented UTF-8 JSON to ``name`` in the run directory, atomically and never
+        through a link (:func:`~personagraph.files.write_atomic`: a link planted there is replaced)."""
         path = self.run_dir / name
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-        return path
+        try:
+            return write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False))
+        except OSError as exc:
+            raise PersonagraphError(
+                f"{path}: cannot write ({exc.strerror or exc}); the results are in {self.run_dir / STORE_FILE} — "
+                "run the same command again to write it"
+            ) from None
+
+
+def _entries(folder: Path) -> set[str] | None:
+    """The names in ``folder`` (None: there is no such folder)."""
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return None
+
+
+def _remove_new(run_dir: Path, before: set[str] | None) -> None:
+    """Removes the run files (:data:`~personagraph.store.STORE_FILES`) that were not in ``run_dir`` before,
+    and the directory itself when this run made it and it is empty now."""
+    for name in STORE_FILES:
+        if before is None or name not in before:
+            (run_dir / name).unlink(missing_ok=True)
+    if before is None:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
 
 
 class HasId(Protocol):
