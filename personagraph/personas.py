@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from personagraph.errors import PersonagraphError
-from personagraph.files import read_jsonl, read_text
+from personagraph.files import parse_yaml, read_jsonl, read_text
 from personagraph.schemas import Persona
 
 MAX_PERSONA_CHARS = 4000
@@ -22,6 +22,8 @@ def _persona(value: Any, where: str) -> Persona:
         raise PersonagraphError(f"{where}: expected a persona text (or an object with 'persona'), got {type(value).__name__}")
     if len(value) > MAX_PERSONA_CHARS:
         raise PersonagraphError(f"{where}: persona is {len(value)} characters; the limit is {MAX_PERSONA_CHARS}")
+    if value.strip() and not any(unicodedata.category(c)[0] in "LNPS" for c in value):
+        raise PersonagraphError(f"{where}: empty persona (only invisible characters such as zero-width spaces)")
     try:
         return Persona(description=value)
     except ValidationError:
@@ -49,12 +51,7 @@ def load_personas(path: str | Path) -> list[Persona]:
         for number, value in read_jsonl(path, text=text):
             personas.append(_persona(value, f"{path}:{number}"))
     elif suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise PersonagraphError(f"{where}: invalid YAML") from None
+        data = parse_yaml(text, path)
         if isinstance(data, dict):
             data = data.get("personas")
         if not isinstance(data, list):
