@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Coroutine
+import signal
+import threading
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -22,6 +25,7 @@ from typer.models import ArgumentInfo, OptionInfo
 from personagraph.errors import PersonagraphError
 from personagraph.judges.protocols import DEFAULT_PROTOCOL, LOCAL_PROTOCOL, PROTOCOLS
 from personagraph.models import ModelSettings
+from personagraph.models.retry import set_wait_notice
 from personagraph.redact import redact_text
 from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
 
@@ -47,26 +51,64 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a process ended by it
+
+
+class _Terminated:
+    """SIGTERM (``timeout``, systemd, ``docker stop``, Kubernetes) handled like Ctrl-C: the handler raises
+    SIGINT in this process, so that the running work is cancelled the way asyncio cancels it on Ctrl-C (the
+    run store's pending rows are committed on the way out), and remembers that it was SIGTERM (exit 143)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        signal.raise_signal(signal.SIGINT)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Terminated]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # signals reach the main thread only
+            return
+        previous = signal.signal(signal.SIGTERM, self)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _wait_notice(line: str) -> None:
+    """A long wait before a retry, on stderr (also with --quiet: a run that waits must not look hung)."""
+    err_console.print(Text(redact_text(" ".join(line.split()))), soft_wrap=True)
+
+
 def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
     """Runs a command body (sync, or an async function run to completion) behind the one error path.
 
     PersonagraphError becomes one line and exit code 2 (a :class:`ConfigError` names the field's flag); a
     returned :class:`Summary` prints its outcome line on stderr (failed and incomplete items, retried and
-    recovered ones) and, with failed or incomplete items, exits with its ``exit_code`` (3); Ctrl-C exits 130
-    without a traceback (every finished item is already in the run store); any other exception is a bug:
-    one line and exit 1, or the traceback with ``--verbose``.
+    recovered ones) and, with failed, incomplete or unscored items, exits with its ``exit_code`` (3); Ctrl-C
+    exits 130 and SIGTERM 143, both without a traceback, once the run store has committed every finished
+    item; any other exception is a bug: one line and exit 1, or the traceback with ``--verbose``. A model
+    call that waits long before a retry (a 429 with a long Retry-After) says so on stderr.
     """
+    set_wait_notice(_wait_notice)
+    terminated = _Terminated()
     try:
-        result = work()
-        if asyncio.iscoroutine(result):
-            result = asyncio.run(result)
+        with terminated.installed():
+            result = work()
+            if asyncio.iscoroutine(result):
+                result = asyncio.run(result)
     except ConfigError as exc:
         raise fail(f"{flag_for(exc.field)}: {exc.reason}") from None
     except PersonagraphError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        err_console.print("interrupted: finished items are saved; run the same command again to resume")
-        raise typer.Exit(code=130) from None
+        what = "terminated (SIGTERM)" if terminated.seen else "interrupted"
+        err_console.print(f"{what}: finished items are saved; run the same command again to resume", soft_wrap=True)
+        raise typer.Exit(code=EXIT_SIGTERM if terminated.seen else EXIT_SIGINT) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as exc:  # a bug, not bad input: one line unless --verbose asks for the traceback
@@ -111,6 +153,11 @@ ENDPOINT_OPTION = typer.Option(
 RETRY_FAILED_OPTION = typer.Option(
     True, "--retry-failed/--no-retry-failed",
     help="On resume, retry the items that failed before (default) or keep them failed.",
+)
+RETRY_PERMANENT_OPTION = typer.Option(
+    False, "--retry-permanent",
+    help="On resume, also retry the items whose model reply was complete but never fit the format (permanent "
+    "failures): their calls are sent again past the response cache.",
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",

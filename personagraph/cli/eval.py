@@ -16,6 +16,7 @@ from personagraph.cli._common import (
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
+    RETRY_PERMANENT_OPTION,
     console,
     default_of,
     model_settings,
@@ -65,6 +66,7 @@ def eval_command(
                                "1 judge (flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     retry_failed: bool = RETRY_FAILED_OPTION,
+    retry_permanent: bool = RETRY_PERMANENT_OPTION,
     non_answers: str = typer.Option("minimum", "--non-answers", help="Failed or empty answers: 'minimum' scores "
                                     "them the rubric's lowest score (counted), 'exclude' leaves them out."),
     judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
@@ -114,6 +116,7 @@ def eval_command(
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,
+                             retry_permanent=retry_permanent,
                              non_answers=non_answers, judge_check=judge_check, judge_protocol=judge_protocol,
                              score_kind=score_kind, controls=controls, samples=samples,
                              pass_threshold=pass_threshold)

@@ -60,12 +60,13 @@ class EvalConfig(BaseModel):
     shortlist: int = Field(0, ge=0, le=1000)  # selector sees the N environments nearest the persona; 0: all
     questions_per_task: int = Field(2, ge=1, le=50)
     concurrency: int = Field(8, ge=1, le=1024)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's SeedSequence (the CIs) takes no negative seed
     allow_self_judging: bool = False
     persona_temperature: float = Field(0.7, ge=0, le=2)
     max_answer_tokens: int = Field(256, ge=16, le=8192)
     quick: bool = False  # the QUICK preset for every field above that is not given
     retry_failed: bool = True  # a resumed run retries the failed items (False keeps them failed)
+    retry_permanent: bool = False  # ... and the permanent ones too: their stored replies are asked again
     non_answers: Literal["minimum", "exclude"] = "minimum"  # failed/empty answers score the rubric minimum
     judge_check: int = Field(0, ge=0, le=1000)  # then judge-check N answers per task (in RUN_DIR/judge-check)
     judge_protocol: str | None = None  # how judges are asked (judges/protocols.py); None: each judge's default
@@ -104,6 +105,7 @@ class EvalConfig(BaseModel):
     def fingerprint(self) -> str:
         """Identifies the work (not the concurrency): a checkpoint thread per persona and config."""
         data = self.model_dump(exclude={"concurrency", "personas", "benchmark", "quick", "retry_failed", "non_answers",
+                                        "retry_permanent",
                                         "judge_check", "score_kind", "pass_threshold"})
         for name, default in ADDED_WORK.items():  # at their defaults, runs made before them keep their units
             if name in data and data[name] == default:
@@ -203,7 +205,8 @@ async def run(
     """
     runner = get_executor(executor, address=ray_address)
     settings = (settings or ModelSettings()).model_copy(
-        update={"concurrency": config.concurrency, "seed": config.seed}
+        update={"concurrency": config.concurrency, "seed": config.seed,
+                "retry_permanent": config.retry_permanent}
     )
     objects = list(agents or [])
     named = set(given_by_name(objects, config.models, "agents", "models"))
@@ -223,7 +226,7 @@ async def run(
         get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
     check_judges(config)
     with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True,
-             retry_failed=config.retry_failed) as run:
+             retry_failed=config.retry_failed, retry_permanent=config.retry_permanent) as run:
         run.record(
             prompts={name: load_prompt(name).version for name in PROMPTS}
             | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
@@ -332,7 +335,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
     outcomes = [unit_outcome(store, p, config) for p in config.personas]
-    return EvalSummary(
+    summary = EvalSummary(
         **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
                            tasks=tasks, score_kind=config.score_kind, samples=config.samples,
                            pass_threshold=config.pass_threshold),
@@ -345,3 +348,20 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
         incomplete=sum(o.end is None for o in outcomes) + sum(len(o.missing) for o in outcomes),
         tokens=store.call_stats(),
     )
+    mark_unscored(summary, answers, verdicts, config.judges)
+    return summary
+
+
+def mark_unscored(summary: EvalSummary, answers: list[Answer], verdicts: list[Verdict], judges: list[str]) -> None:
+    """Says where scores are missing: ``unscored`` counts the answers (of the models under test) that failed
+    or lack a verdict of some judge, and a model's PersonaScore is ``incomplete`` whenever any of its items
+    is unscored or the run lost items before the answers (a failed selection or question batch, a unit that
+    did not end): a score over fewer answers than were asked is never shown as complete."""
+    judged = {(v.answer_id, v.judge) for v in verdicts if v.status == "ok"}
+    short = summary.incomplete > 0 or any(f.stage not in ("answers", "verdicts") for f in summary.failures)
+    for model, scores in summary.models.items():
+        unscored = sum(a.status != "ok" or any((a.id, judge) not in judged for judge in judges)
+                       for a in answers if a.model == model)
+        scores["unscored"] = unscored
+        scores["incomplete"] = bool(scores.get("incomplete") or unscored or short)
+        summary.unscored += unscored

@@ -230,7 +230,7 @@ class UnitOutcome:
     def attempts(self) -> int:
         return self.end[1]["attempts"] if self.end else 0
 
-    def to_run(self, retry_failed: bool) -> bool:
+    def to_run(self, retry_failed: bool, retry_permanent: bool = False) -> bool:
         """Whether the unit has work: never ended; ended with failed items to retry (permanent ones are not:
         ``runs.base.STORED_REPLY_FAILURES``); or ended, and records it held are missing now (redone from the
         response cache: no successful call is sent again). A kept failed unit (``retry_failed=False``) is
@@ -239,7 +239,7 @@ class UnitOutcome:
             return True
         if self.failures and not retry_failed:
             return False
-        return bool(self.missing) or any(not f.permanent for f in self.failures)
+        return bool(self.missing) or any(retry_permanent or not f.permanent for f in self.failures)
 
 
 def unit_end(store: Any, persona: Persona, config: EvalConfig) -> tuple[str, dict[str, Any]] | None:
@@ -261,7 +261,7 @@ def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcom
 
 def unit_to_run(store: Any, persona: Persona, config: EvalConfig) -> bool:
     """Whether a unit has work (see :meth:`UnitOutcome.to_run`)."""
-    return unit_outcome(store, persona, config).to_run(config.retry_failed)
+    return unit_outcome(store, persona, config).to_run(config.retry_failed, config.retry_permanent)
 
 
 async def run_unit(
@@ -279,7 +279,7 @@ async def run_unit(
     attempt = 0
     if unit_end(context.store, persona, config) is not None:  # a unit that never ended has work: no reads
         outcome = unit_outcome(context.store, persona, config)
-        if not outcome.to_run(config.retry_failed):
+        if not outcome.to_run(config.retry_failed, config.retry_permanent):
             return
         attempt = outcome.attempts
     if checkpointed:
