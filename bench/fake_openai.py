@@ -3,9 +3,13 @@
 Replies depend only on the request's ``model``, ``messages`` and ``response_format``. Structured
 calls (``response_format`` of type ``json_schema``, or ``json_object`` with a ``schema`` key) get a
 JSON object that validates against the schema; other calls get a short paragraph echoing the last
-user message. Faults (429, 500, timeout, dropped connection, malformed JSON) are injected at
+user message. Faults are injected at configurable rates: 429, 500, timeout, dropped connection, and
+200 replies that are faulty — ``malformed`` (structured JSON cut off mid-object), ``null`` (content
+``null``), ``empty`` (content ``""``), ``length`` (cut in half with ``finish_reason: "length"``, as a model
+stopped by ``max_tokens``), ``huge`` (``huge_chars`` characters, ignoring ``max_tokens``) — at
 configurable rates, drawn from ``(seed, body hash, attempt number of that body)`` so a retried
-request can succeed and a rerun sees the same fault sequence. An *outage* fails every chat request with
+request can succeed and a rerun sees the same fault sequence. With ``echo_auth``, error bodies echo the
+request's ``Authorization`` header in clear and base64-encoded (as some broken proxies do). An *outage* fails every chat request with
 ``outage_status`` (503 by default, retried by clients; 401 is not) for ``outage`` seconds from the first
 chat request, or from a call to ``start_outage(seconds)``.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import json
 import math
@@ -40,8 +45,10 @@ from typing import Any, Literal, Self
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-FaultKind = Literal["429", "500", "timeout", "drop", "malformed"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "timeout", "drop", "malformed")
+FaultKind = Literal["429", "500", "timeout", "drop", "malformed", "null", "empty", "length", "huge"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "timeout", "drop", "malformed", "null", "empty", "length",
+                                      "huge")
+"""In the order their rates partition [0, 1) (new kinds go last, so that the draws of older configs stay)."""
 
 _CREATED = 1_700_000_000  # fixed timestamp: the whole response body is deterministic
 _MAX_DEPTH = 6  # beyond this, recursive schemas get only their required parts
@@ -87,6 +94,12 @@ class FakeOptions(BaseModel):
     rate_timeout: float = Field(0.0, ge=0, le=1)
     rate_drop: float = Field(0.0, ge=0, le=1)
     rate_malformed: float = Field(0.0, ge=0, le=1, description="structured calls only")
+    rate_null: float = Field(0.0, ge=0, le=1, description="a 200 completion whose content is null")
+    rate_empty: float = Field(0.0, ge=0, le=1, description="a 200 completion whose content is empty")
+    rate_length: float = Field(0.0, ge=0, le=1, description="content cut in half, finish_reason 'length'")
+    rate_huge: float = Field(0.0, ge=0, le=1, description="content of huge_chars characters")
+    huge_chars: int = Field(5_000_000, ge=1, description="length of a 'huge' reply")
+    echo_auth: bool = Field(False, description="error bodies echo the Authorization header (clear and base64)")
     timeout_sleep: float = Field(
         30.0, ge=0, description="stall of a timeout fault; exceed the client timeout"
     )
@@ -99,10 +112,14 @@ class FakeOptions(BaseModel):
 
     @model_validator(mode="after")
     def _rates_fit(self) -> FakeOptions:
-        total = self.rate_429 + self.rate_500 + self.rate_timeout + self.rate_drop + self.rate_malformed
+        total = sum(self.rates())
         if total > 1 + 1e-9:
             raise ValueError(f"fault rates sum to {total:g}; they must sum to at most 1")
         return self
+
+    def rates(self) -> tuple[float, ...]:
+        """The rate of each of :data:`FAULT_KINDS`, in that order."""
+        return tuple(getattr(self, f"rate_{kind}") for kind in FAULT_KINDS)
 
 
 class ServerStats(BaseModel):
@@ -371,7 +388,8 @@ def truncated_json(text: str) -> str:
 
 
 def completion_body(
-    body: dict[str, Any], model: str, *, malformed: bool = False, full_lists: bool = False
+    body: dict[str, Any], model: str, *, malformed: bool = False, full_lists: bool = False,
+    fault: FaultKind | None = None, huge_chars: int = 5_000_000,
 ) -> dict[str, Any]:
     """The chat completion for a request body; deterministic in (model, messages, response_format)."""
     key = body_key(body)
@@ -392,8 +410,18 @@ def completion_body(
     else:
         users = [m for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
         content = free_text(_message_text(users[-1]) if users else "", rng)
+    finish_reason = "stop"
+    reply_content: str | None = content
+    if fault == "null":
+        reply_content = None
+    elif fault == "empty":
+        reply_content = ""
+    elif fault == "length":
+        reply_content, finish_reason = content[: len(content) // 2], "length"
+    elif fault == "huge":
+        reply_content = ("ha" * (huge_chars // 2 + 1))[:huge_chars]
     prompt_tokens = sum(len(text.split()) for text in texts)
-    completion_tokens = len(content.split())
+    completion_tokens = len((reply_content or "").split())
     return {
         "id": f"chatcmpl-{key[:24]}",
         "object": "chat.completion",
@@ -402,8 +430,8 @@ def completion_body(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
-                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply_content, "refusal": None},
+                "finish_reason": finish_reason,
                 "logprobs": None,
             }
         ],
@@ -500,11 +528,8 @@ class FakeOpenAI:
         """Fault for this attempt, from a uniform draw seeded by (seed, body, attempt)."""
         digest = hashlib.sha256(f"{self.options.seed}:{key}:{attempt}".encode()).digest()
         draw = int.from_bytes(digest[:8], "big") / 2**64
-        o = self.options
         edge = 0.0
-        for kind, rate in zip(
-            FAULT_KINDS, (o.rate_429, o.rate_500, o.rate_timeout, o.rate_drop, o.rate_malformed)
-        ):
+        for kind, rate in zip(FAULT_KINDS, self.options.rates(), strict=True):
             edge += rate
             if draw < edge:
                 return None if kind == "malformed" and not structured else kind
@@ -536,13 +561,14 @@ class FakeOpenAI:
         try:
             if self.options.delay:
                 await asyncio.sleep(self.options.delay)
+            echo = self._echo(request)
             if fault == "429":
                 retry_after = f"{self.options.retry_after:g}"
                 return _error(
-                    429, "rate limited (injected)", "rate_limit_exceeded", {"Retry-After": retry_after}
+                    429, f"rate limited (injected){echo}", "rate_limit_exceeded", {"Retry-After": retry_after}
                 )
             if fault == "500":
-                return _error(500, "internal error (injected)", "server_error")
+                return _error(500, f"internal error (injected){echo}", "server_error")
             if fault == "drop":
                 assert request.transport is not None
                 request.transport.close()
@@ -550,12 +576,20 @@ class FakeOpenAI:
             if fault == "timeout":
                 await asyncio.sleep(self.options.timeout_sleep)
             reply = completion_body(body, self.options.model, malformed=fault == "malformed",
-                                    full_lists=self.options.full_lists)
+                                    full_lists=self.options.full_lists, fault=fault,
+                                    huge_chars=self.options.huge_chars)
             self._stats.completions += 1
             self._stats.structured += structured
             return web.json_response(reply)
         finally:
             self._stats.in_flight -= 1
+
+    def _echo(self, request: web.Request) -> str:
+        """What an error body adds with ``echo_auth``: the Authorization header, plain and base64."""
+        header = request.headers.get("Authorization", "")
+        if not (self.options.echo_auth and header):
+            return ""
+        return f" (you sent {header!r}, i.e. {base64.b64encode(header.encode()).decode()})"
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": self.options.model, "object": "model", "created": _CREATED, "owned_by": "personagraph"}
@@ -659,7 +693,13 @@ def parse_args(argv: list[str] | None = None) -> FakeOptions:
     parser.add_argument("--rate-500", type=float, default=0.0)
     parser.add_argument("--rate-timeout", type=float, default=0.0)
     parser.add_argument("--rate-drop", type=float, default=0.0)
-    parser.add_argument("--rate-malformed", type=float, default=0.0)
+    parser.add_argument("--rate-malformed", type=float, default=0.0, help="structured replies cut off mid-JSON")
+    parser.add_argument("--rate-null", type=float, default=0.0, help="200 replies whose content is null")
+    parser.add_argument("--rate-empty", type=float, default=0.0, help="200 replies whose content is empty")
+    parser.add_argument("--rate-length", type=float, default=0.0, help="replies cut in half, finish_reason length")
+    parser.add_argument("--rate-huge", type=float, default=0.0, help="replies of --huge-chars characters")
+    parser.add_argument("--huge-chars", type=int, default=5_000_000)
+    parser.add_argument("--echo-auth", action="store_true", help="error bodies echo the Authorization header")
     parser.add_argument("--timeout-sleep", type=float, default=30.0, help="stall of a timeout fault")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds on 429s")
     parser.add_argument("--outage", type=float, default=0.0,
