@@ -1,6 +1,7 @@
 """The pytest plugin as a user meets it: a throwaway project (pytester) with persona tests against test
-agents, no conftest of ours. It passes; the same run again makes 0 LLM calls; a worse agent fails with a
-message naming the task and quoting its lowest-scored answer; a changed agent is evaluated afresh."""
+agents (and the pytest example), no conftest of ours. It passes; the same run again makes 0 LLM calls; a
+worse agent fails with a message naming the task and quoting its lowest-scored answer; a changed agent is
+evaluated afresh."""
 
 from __future__ import annotations
 
@@ -16,19 +17,23 @@ pytest_plugins = ["pytester"]
 
 PERSONA = "A 70-year-old retired cowboy from Texas"
 
-# A judge that rewards cowboy talk: 5 when the judged text says "partner", else 2 (a verdict of any of
-# personagraph's schemas: the turn rubric's and the session verdict's).
+ROOT = Path(__file__).resolve().parents[2]
+
+# A judge that rewards cowboy talk: 5 when the judged text says "partner", else 2, in whichever verdict
+# schema it is asked (the turn rubric's, the session verdict's); other replies (the generator's
+# environments and questions) are the default test model's.
 JUDGE = '''
 import json
-from personagraph.models.testing import register_script
+from personagraph.models.testing import register_script, reply
 
 def keyword_judge(messages, schema):
-    text = messages[-1]["content"]
-    good = "partner" in text
-    reply = {"rationale": "talks like a cowboy" if good else "could be anyone", "score": 5 if good else 2}
-    if "contradictions" in schema.get("properties", {}):
-        reply["contradictions"] = []
-    return json.dumps(reply)
+    if not schema or "score" not in schema.get("properties", {}):
+        return reply("default", messages, {"schema": schema} if schema else None)
+    good = "partner" in messages[-1]["content"]
+    verdict = {"rationale": "talks like a cowboy" if good else "could be anyone", "score": 5 if good else 2}
+    if "contradictions" in schema["properties"]:
+        verdict["contradictions"] = []
+    return json.dumps(verdict)
 
 register_script("keyword", keyword_judge)
 register_script("cowboy", lambda messages, schema: "Well partner, I saddle up and ride out at dawn.")
@@ -63,6 +68,10 @@ def test_model_spec_through_the_fixture(personagraph):
     summary = personagraph.assert_persona("test:cowboy", PERSONA, min_score=4, **FAST)
     assert summary.models["test:cowboy"]["persona_score"] >= 4
 
+def test_agent_and_judge_from_the_command_line():
+    summary = assert_persona(None, PERSONA, generator="test:gen", shortlist=0)
+    assert list(summary.models) == ["test:cowboy"] and summary.judge_agreement["judges"] == ["test:keyword"]
+
 async def test_async_session(personagraph):
     await personagraph.aassert_session("my_agents:async_cowboy", PERSONA, turns=2, min_consistency=4,
                                        user_model="test:user", judges=["test:keyword"])
@@ -73,11 +82,26 @@ def test_robot():
 def test_robot_session():
     assert_session(robot, PERSONA, turns=2, user_model="test:user", judges=["test:keyword"])
 '''
+OPTIONS = ("--personagraph-judge", "test:keyword", "--personagraph-model", "test:cowboy",
+           "--personagraph-user", "test:user")
 
 
-def _project(pytester: pytest.Pytester, **files: str) -> None:
+def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The throwaway project: our persona tests and the pytest example (examples/test_persona_example.py,
+    its agent on the test model ``test:cowboy``, imported from the repository root)."""
     pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
-    pytester.makepyfile(conftest_judge=JUDGE, my_agents=AGENTS, **files)
+    example = (ROOT / "examples" / "test_persona_example.py").read_text()
+    pytester.makepyfile(conftest_judge=JUDGE, my_agents=AGENTS, test_persona=TESTS,
+                        test_persona_example="import conftest_judge\n" + example)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_MODEL", "test:cowboy")
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in the project, in its own process as a user runs it: an in-process run would drop the
+    modules it imported (torch among them) from sys.modules afterwards, and a native extension imported
+    a second time crashes the process."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *OPTIONS, *args)
 
 
 def _llm_calls(root: Path) -> dict[str, int]:
@@ -86,12 +110,14 @@ def _llm_calls(root: Path) -> dict[str, int]:
             for path in sorted((root / ".personagraph").glob("*/*/summary.json"))}
 
 
-def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(pytester: pytest.Pytester) -> None:
-    _project(pytester, test_persona=TESTS)
-    first = pytester.runpytest("-p", "no:cacheprovider")
-    first.assert_outcomes(passed=4, failed=2)
+def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester, monkeypatch)
+    first = _run(pytester)
+    first.assert_outcomes(passed=7, failed=2)
     calls = _llm_calls(pytester.path)
-    assert len(calls) == 6 and all(n > 0 for n in calls.values()), calls
+    assert len(calls) == 9 and all(n > 0 for n in calls.values()), calls
 
     failure = first.stdout.str()
     # eval: the failing tasks named, the lowest-scored answer quoted with the judge's (capped) verdict
@@ -107,66 +133,17 @@ def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(pytester: 
     assert "first break: turn 1 (refusal_marker: 'As an AI')" in failure
     assert (pytester.path / ".personagraph" / ".gitignore").read_text().strip().endswith("*")
 
-    second = pytester.runpytest("-p", "no:cacheprovider")
-    second.assert_outcomes(passed=4, failed=2)
+    second = _run(pytester)
+    second.assert_outcomes(passed=7, failed=2)
     assert set(_llm_calls(pytester.path).values()) == {0}
-    second.stdout.fnmatch_lines(["personagraph: 6 persona run(s), 0 LLM call(s), 6 fully cached*"])
+    second.stdout.fnmatch_lines(["personagraph: 9 persona run(s), 0 LLM call(s), 9 fully cached*"])
     assert "PersonaScore 1.20 < 4" in second.stdout.str()  # the same verdict, from the cache
 
     changed = AGENTS.replace("ride out at dawn", "ride out before sunup").replace("does fine", "runs fine")
     pytester.makepyfile(my_agents=changed)  # the object and the module:attr agent, both with other code
-    third = pytester.runpytest("-p", "no:cacheprovider", "-k", "function_agent or plugin_path")
-    third.assert_outcomes(passed=2, deselected=4)
+    third = _run(pytester, "-k", "function_agent or plugin_path")
+    third.assert_outcomes(passed=2, deselected=7)
     third.stdout.fnmatch_lines(["personagraph: 2 persona run(s), * LLM call(s), 0 fully cached*"])
-
-
-EXAMPLE_SCRIPTS = '''
-import json
-from personagraph.models.testing import register_script, reply
-
-def keyword_or_default(messages, schema):
-    """The keyword judge for verdicts; the default test model for the generator's other replies."""
-    if schema and "score" in schema.get("properties", {}):
-        good = "partner" in messages[-1]["content"]
-        verdict = {"rationale": "talks like a cowboy" if good else "could be anyone",
-                   "score": 5 if good else 2}
-        if "contradictions" in schema["properties"]:
-            verdict["contradictions"] = []
-        return json.dumps(verdict)
-    return reply("default", messages, {"schema": schema} if schema else None)
-
-register_script("ex-keyword", keyword_or_default)
-register_script("ex-cowboy", lambda messages, schema: "Well partner, I saddle up and ride out at dawn.")
-'''
-
-
-def test_the_pytest_example_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """examples/test_persona_example.py as a user runs it, on test models instead of the embedded ones."""
-    root = Path(__file__).resolve().parents[2]
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PERSONAGRAPH_EXAMPLE_MODEL", "test:ex-cowboy")
-    example = (root / "examples" / "test_persona_example.py").read_text()
-    _project(pytester, example_scripts=EXAMPLE_SCRIPTS,
-             test_persona_example="import example_scripts\n" + example)
-    result = pytester.runpytest("-p", "no:cacheprovider", "--personagraph-judge", "test:ex-keyword",
-                                "--personagraph-user", "test:user")
-    result.assert_outcomes(passed=2)
-    runs = (pytester.path / ".personagraph").glob("*/*/summary.json")
-    assert sorted(path.parent.name.split("-")[0] for path in runs) == ["eval", "simulate"]
-
-
-def test_options_name_the_judge_and_the_agent(pytester: pytest.Pytester) -> None:
-    _project(pytester, test_options=f'''
-import conftest_judge
-from personagraph.testing import assert_persona
-
-def test_defaults_from_the_command_line():
-    summary = assert_persona(None, {PERSONA!r}, generator="test:gen", shortlist=0)
-    assert list(summary.models) == ["test:cowboy"] and summary.judge_agreement["judges"] == ["test:keyword"]
-''')
-    result = pytester.runpytest("-p", "no:cacheprovider", "--personagraph-judge", "test:keyword",
-                                "--personagraph-model", "test:cowboy")
-    result.assert_outcomes(passed=1)
 
 
 def test_offline_puts_every_api_model_on_the_embedded_models(tmp_path: Path, monkeypatch) -> None:
