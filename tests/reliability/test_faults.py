@@ -53,7 +53,7 @@ PERSONAS = [Persona(description=d) for d in (
 
 def test_faults_of_every_kind_lose_nothing_and_score_no_error(run_dir: Path) -> None:
     handle = _start(delay=0.01, rate_429=0.04, rate_500=0.04, rate_timeout=0.04, rate_drop=0.04,
-                    rate_malformed=0.04, retry_after=RETRY_AFTER, timeout_sleep=3.0, seed=7)
+                    rate_malformed=0.04, retry_after=RETRY_AFTER, timeout_sleep=3.0, seed=1)
     try:
         config = EvalConfig(personas=PERSONAS, models=["openai:agent"], judges=["openai:judge"],
                            generator="openai:gen", environments=2, questions_per_task=1, concurrency=16)
