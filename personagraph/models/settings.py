@@ -32,10 +32,10 @@ class Endpoint(BaseModel):
 def checked_port(url: str) -> str:
     """``url`` when its port (if any) is one a server can listen on (1-65535); else a ValueError naming it."""
     try:
-        urlsplit(url).port
+        port = urlsplit(url).port  # a ValueError when it is out of range or not a number
     except ValueError:
-        raise ValueError(f"{url!r}: the port is not a number from 1 to 65535") from None
-    if urlsplit(url).port == 0:
+        port = 0
+    if port == 0:
         raise ValueError(f"{url!r}: the port is not a number from 1 to 65535")
     return url
 
