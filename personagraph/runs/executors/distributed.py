@@ -60,8 +60,8 @@ class StoreActor:
         row = self.store.get_call(key)
         return astuple(row) if row else None
 
-    def put_call(self, row: tuple, request: dict[str, Any]) -> None:
-        self.store.put_call(CallRow(*row), request)
+    def put_call(self, row: tuple, request: dict[str, Any], replace: bool = False) -> None:
+        self.store.put_call(CallRow(*row), request, replace=replace)
 
     def put(self, kind: str, id: str, data: Any, unit: str) -> None:
         self.store.put(kind, id, data, unit=unit)
@@ -106,8 +106,8 @@ class RemoteStore:
         row = self._ray.get(self._actor.get_call.remote(key))
         return CallRow(*row) if row else None
 
-    def put_call(self, row: CallRow, request: dict[str, Any]) -> None:
-        self._pending.append(self._actor.put_call.remote(astuple(row), request))
+    def put_call(self, row: CallRow, request: dict[str, Any], *, replace: bool = False) -> None:
+        self._pending.append(self._actor.put_call.remote(astuple(row), request, replace))
 
     def put(self, kind: str, id: str, data: Any, *, unit: str = "") -> None:
         self._pending.append(self._actor.put.remote(kind, id, data, unit))
