@@ -107,3 +107,39 @@ def test_stores_of_one_process_share_the_lock(run_dir: Path) -> None:
                             " RunStore(sys.argv[1])", str(run_dir)], capture_output=True, text=True)
     assert "in use by process" in child.stderr
     outer.close()
+
+
+def test_a_replaced_call_wins_over_the_stored_one(run_dir: Path) -> None:
+    """A stored reply found to be a transient fault (cut off) is replaced by the next attempt's, in the pending
+    batch of a write-behind store and on disk."""
+    store = RunStore(run_dir, write_behind=True)
+    store.put_call(CallRow("k", "judge", "test:j", '{"score": 4, "rat', 1, 1, 0.1), {})
+    store.put_call(CallRow("k", "judge", "test:j", '{"score": 4}', 1, 1, 0.1), {}, replace=True)
+    assert store.get_call("k").text == '{"score": 4}'
+    store.close()
+    reopened = RunStore(run_dir, readonly=True)
+    assert reopened.get_call("k").text == '{"score": 4}'
+    reopened.close()
+
+
+def test_a_store_is_blank_until_a_call_or_record_is_written(run_dir: Path) -> None:
+    store = RunStore(run_dir)
+    assert store.created and store.is_blank()
+    store.set_meta("kind", "eval")
+    assert store.is_blank()
+    store.put("answer", "a1", {"id": "a1"})
+    assert not store.is_blank()
+    store.close()
+    reopened = RunStore(run_dir, readonly=True)
+    assert not reopened.created
+    reopened.close()
+
+
+@pytest.mark.parametrize("name", ["run.sqlite", "run.lock", "checkpoints.sqlite", "transcripts"])
+def test_a_link_at_a_run_file_is_refused_before_anything_is_written(tmp_path: Path, name: str) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / name).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PersonagraphError, match="is a symbolic link"):
+        RunStore(run_dir)
+    assert not (tmp_path / "elsewhere").exists()
