@@ -98,7 +98,10 @@ DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and hel
 # leads with "which persona fact does the response show, 0 for none") 0.910 [0.840, 0.960], AUC
 # 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). Rubrics
 # without a checklist are judged with "facts" under "checklist".
-LOCAL_PROTOCOL = "checklist"
+# Since 2026-12-01 "evidence": on the graded USR development files (150 replies, contexts held out in 5-fold
+# CV, bench/fit_evidence.py) it ranks replies at Spearman 0.764 with Uses Knowledge and 0.559 with Overall,
+# where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline 0.682 / 0.371.
+LOCAL_PROTOCOL = "evidence"
 
 
 def get_protocol(name: str | None, judge: str) -> Protocol:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from personagraph.agents.controls import control_kind
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge
@@ -165,6 +166,7 @@ def items_from_run(run_dir: str | Path, *, per_task: int | None, seed: int) -> C
         a
         for a in answers
         if a.status == "ok" and a.text.strip() and a.question_id in questions and a.persona_id in personas
+        and control_kind(a.model) is None and a.sample == 0  # agents under test (no control arm), once each
     ]
     skipped = sum(1 for a in usable if a.refusal)
     by_task: dict[str, list[Answer]] = {}

@@ -56,7 +56,7 @@ def _fair(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
     return json.dumps(reply)
 
 
-register_script("fair", _fair)
+register_script("samples-fair", _fair)
 
 
 def config(**overrides: Any) -> EvalConfig:
@@ -112,7 +112,7 @@ async def test_samples_reveal_what_one_sample_hides_wider_ci_and_pass_k(tmp_path
     """The done-when case: an agent whose failures show only across samples. With one sample per question
     every answer holds the persona (the CI has no width); with three, its breaks widen the CI and pass^3
     falls below pass^1. (When the first sample is typical, more samples narrow the CI instead.)"""
-    options = dict(models=["moody"], judges=["test:fair"])
+    options = dict(models=["moody"], judges=["test:samples-fair"])
     once = await run_eval(config(samples=1, **options), tmp_path / "one", agents=[Moody()])
     thrice = await run_eval(config(samples=3, **options), tmp_path / "three", agents=[Moody()])
     one, three = once.models["moody"], thrice.models["moody"]
