@@ -9,8 +9,10 @@ from personagraph.judges.judge import score_response
 from personagraph.judges.protocols import (
     checklist,
     checklist_schema,
-    checklist_score,
+    evidence_model,
+    gate_share,
     get_protocol,
+    is_good,
     persona_facts,
 )
 from personagraph.judges.rubrics import load_rubric
@@ -29,13 +31,15 @@ async def test_persona_agent_answers_in_persona(run_dir) -> None:
 
 
 async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
-    """The default protocol for local: judges (the checklist: the persona fact the response shows, then
-    yes/no questions), through the engine: the reply parses, and llama.cpp's log-probabilities give a
-    probability-weighted score beside the integer one."""
+    """The default protocol for local: judges (evidence: the checklist call, then the fitted model of
+    judges/evidence.yaml over the text evidence, gated by the call's disclosure answer), through the
+    engine: the reply parses, and the score is the documented one."""
     judge = ModelClient.create("local:qwen2.5-coder-1.5b", "judge", max_tokens=120)
     rubric = load_rubric("persona_consistency")
     checks = checklist(rubric)
-    assert get_protocol(None, judge.name).reply == "checklist" and checks
+    protocol = get_protocol(None, judge.name)
+    model = evidence_model(rubric)
+    assert protocol.name == "evidence" and protocol.reply == "checklist" and checks and model is not None
     scored = await score_response(
         judge,
         rubric,
@@ -46,7 +50,9 @@ async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
     assert scored.status == "ok", scored.error
     facts = len(persona_facts(COWBOY))
     answers = checklist_schema(checks, facts).model_validate(extract_json(scored.raw)).model_dump()
-    assert scored.score == checklist_score(checks, answers, None, rubric.scale, facts)[0]
+    stated = [1.0 if is_good(c, answers[f"q{i}"]) else 0.0 for i, c in enumerate(checks, start=1)]
+    share = model.share({name: scored.inputs[name] for name in model.inputs})
+    assert scored.score == 1 + round(4 * share * gate_share(checks, stated))
     assert scored.expected is not None and 1.0 <= scored.expected <= 5.0
 
 
