@@ -24,10 +24,10 @@ from personagraph.judges.protocols import (
     fence,
     gate_share,
     get_protocol,
-    is_good,
     persona_facts,
     persona_text,
     score_schema,
+    stated_good,
 )
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.models import ModelClient
@@ -184,13 +184,12 @@ async def _weigh(
     low, high = scale
     features = await asyncio.to_thread(compute_features, model.features, [text])  # MiniLM: off the loop
     values = {name: column[0] for name, column in features.items()}
-    stated = [1.0 if is_good(c, answers.get(f"q{i}")) else 0.0 for i, c in enumerate(checks, start=1)]
-    integer = low + round((high - low) * model.share({**values, **check_probabilities(checks, stated)})
-                          * gate_share(checks, stated))
+    stated = stated_good(checks, answers)
+    read = {**values, **check_probabilities(checks, stated)}
+    integer = low + round((high - low) * model.share(read) * gate_share(checks, stated))
     if any(p is None for p in good):
-        return integer, None, {**values, **check_probabilities(checks, stated)}
-    probabilities = check_probabilities(checks, good)
-    inputs = {**values, **probabilities}
+        return integer, None, read
+    inputs = {**values, **check_probabilities(checks, good)}
     expected = low + (high - low) * model.share(inputs) * gate_share(checks, good)  # type: ignore[arg-type]
     return integer, expected, inputs  # type: ignore[return-value]
 

@@ -275,12 +275,17 @@ def checklist_score(
     """
     low, high = scale
     keyed = [(f"q{i}", check) for i, check in enumerate(checks, start=1)]
-    stated = [1.0 if is_good(check, answers.get(key)) else 0.0 for key, check in keyed]
+    stated = stated_good(checks, answers)
     probabilities = [_p_good(check, logprobs, key, facts) for key, check in keyed]
     integer = low + round((high - low) * _combine(checks, stated))
     if any(p is None for p in probabilities):
         return integer, None, probabilities
     return integer, low + (high - low) * _combine(checks, probabilities), probabilities  # type: ignore[arg-type]
+
+
+def stated_good(checks: Sequence[Check], answers: dict[str, Any]) -> list[float]:
+    """1.0 or 0.0 per check (``q1``, ``q2``, …): whether the stated answer is the good one."""
+    return [1.0 if is_good(check, answers.get(f"q{i}")) else 0.0 for i, check in enumerate(checks, start=1)]
 
 
 def is_good(check: Check, answer: Any) -> bool:
@@ -303,7 +308,7 @@ def _p_good(check: Check, logprobs: Sequence[TokenLogprobs] | None, key: str, fa
 def _combine(checks: Sequence[Check], good: Sequence[float]) -> float:
     weighed = [(c.weight, g) for c, g in zip(checks, good, strict=True) if not c.gate]
     share = sum(w * g for w, g in weighed) / sum(w for w, _ in weighed) if weighed else 1.0
-    return share * math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
+    return share * gate_share(checks, good)
 
 
 # --- evidence: fitted weights ---------------------------------------------------------------------
