@@ -125,7 +125,8 @@ def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(
     assert "failing tasks: Expected Action 1.00 < 4" in failure and "Persona Consistency 1.00 < 4" in failure
     assert "A: As an AI language model, I do not have personal experiences." in failure
     assert "test:keyword: 1 (judge said 2; capped: As an AI) — could be anyone" in failure
-    reports = [line.split("report: ", 1)[1].strip() for line in failure.splitlines() if "report: " in line]
+    # each failure's report once (pytest repeats whole messages in its short summary when CI is set)
+    reports = {line.split("report: ", 1)[1].strip() for line in failure.splitlines() if "report: " in line}
     assert len(reports) == 2 and all(Path(r).is_file() and Path(r).suffix == ".html" for r in reports)
     # simulate: the session named with its consistency and the judge's rationale, the first break
     assert "(my_agents:robot as 'A 70-year-old retired cowboy from Texas'): consistency 2.00 < 4.0" in failure
