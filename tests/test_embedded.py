@@ -7,7 +7,7 @@ import pytest
 from personagraph.agents import PersonaAgent
 from personagraph.judges.judge import score_response
 from personagraph.judges.protocols import (
-    checklist,
+    asked_checks,
     checklist_schema,
     evidence_model,
     gate_share,
@@ -32,14 +32,15 @@ async def test_persona_agent_answers_in_persona(run_dir) -> None:
 
 async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
     """The default protocol for local: judges (evidence: the checklist call, then the fitted model of
-    judges/evidence.yaml over the text evidence, gated by the call's disclosure answer), through the
-    engine: the reply parses, and the score is the documented one."""
+    judges/evidence.yaml over the text evidence, gated by the call's disclosure answer, the one question
+    asked), through the engine: the reply parses, and the score is the documented one."""
     judge = ModelClient.create("local:qwen2.5-coder-1.5b", "judge", max_tokens=120)
     rubric = load_rubric("persona_consistency")
-    checks = checklist(rubric)
     protocol = get_protocol(None, judge.name)
+    checks = asked_checks(protocol, rubric)  # the fitted model reads no check: the disclosure gate alone
     model = evidence_model(rubric)
-    assert protocol.name == "evidence" and protocol.reply == "checklist" and checks and model is not None
+    assert protocol.name == "evidence" and protocol.reply == "checklist" and model is not None
+    assert [c.name for c in checks] == ["in_character"]
     scored = await score_response(
         judge,
         rubric,

@@ -14,8 +14,8 @@ from personagraph.judges.protocols import (
     Check,
     EvidenceModel,
     Protocol,
+    asked_checks,
     check_probabilities,
-    checklist,
     checklist_schema,
     checklist_score,
     checklist_text,
@@ -128,7 +128,7 @@ async def _read_judge(
     """The judge's own reading of a response under ``protocol``: one structured call."""
     if not isinstance(protocol, Protocol):
         protocol = get_protocol(protocol, client.name)
-    checks = checklist(rubric) if protocol.reply == "checklist" else ()
+    checks = asked_checks(protocol, rubric)
     if protocol.reply == "checklist" and not checks:
         protocol = get_protocol("facts", client.name)
     if not protocol.exemplars:

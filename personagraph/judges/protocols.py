@@ -11,12 +11,12 @@ beside the integer one.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
 * ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
   yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
-* ``evidence`` — the ``checklist`` call, then its P(good answer)s and text evidence computed without an
-  LLM (``judges/features.py``: persona words the response brings, MiniLM similarity to the facts,
-  repetition, relevance to the line answered) weighed by a logistic model fitted on the graded
-  development files (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric without
-  fitted weights there is scored by the checklist rule. Gates (an AI disclosure) still take the score
-  to the minimum.
+* ``evidence`` — the ``checklist`` call (asking only the checks the rubric's fitted model reads, and the
+  gates), then its P(good answer)s and text evidence computed without an LLM (``judges/features.py``:
+  persona words the response brings, MiniLM similarity to the facts, repetition, relevance to the line
+  answered) weighed by a logistic model fitted on the graded development files
+  (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric without fitted weights there
+  is scored by the checklist rule. Gates (an AI disclosure) still take the score to the minimum.
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -91,16 +91,16 @@ PROTOCOLS: dict[str, Protocol] = {
     )
 }
 DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
-# Embedded judges: chosen by bench/judge_protocols.py on the persona-swap dev set (100 pairs of real
-# PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight, 2-core KVM Xeon with AMX
-# shared with other work, load 2-5). Probability-weighted pairwise accuracy: "rationale" 0.50 (issue 14,
-# 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its Persona Consistency list
-# leads with "which persona fact does the response show, 0 for none") 0.910 [0.840, 0.960], AUC
-# 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). Rubrics
-# without a checklist are judged with "facts" under "checklist".
-# Since 2026-12-01 "evidence": on the graded USR development files (150 replies, contexts held out in 5-fold
-# CV, bench/fit_evidence.py) it ranks replies at Spearman 0.764 with Uses Knowledge and 0.559 with Overall,
-# where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline 0.682 / 0.371.
+# Embedded judges. Until 2026-12-01 "checklist", chosen by bench/judge_protocols.py on the persona-swap
+# dev set (100 pairs of real PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight,
+# 2-core KVM Xeon with AMX shared with other work, load 2-5). Probability-weighted pairwise accuracy:
+# "rationale" 0.50 (issue 14, 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its
+# Persona Consistency list leads with "which persona fact does the response show, 0 for none") 0.910
+# [0.840, 0.960], AUC 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100
+# (instruction rule). Rubrics without a checklist are judged with "facts" under "checklist".
+# Since 2026-12-01 "evidence": on the graded USR development files (150 replies, contexts held out in
+# 5-fold CV, bench/fit_evidence.py) it ranks replies at Spearman 0.764 with Uses Knowledge and 0.559 with
+# Overall, where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline 0.682 / 0.371.
 LOCAL_PROTOCOL = "evidence"
 
 
@@ -362,6 +362,19 @@ def _evidence_models() -> dict[str, EvidenceModel]:
 def evidence_model(rubric: Rubric) -> EvidenceModel | None:
     """The fitted model of the rubric (by task name), None when it has none (then the checklist rule)."""
     return _evidence_models().get(rubric.task)
+
+
+def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
+    """The questions the judge is asked: the rubric's checklist, but under a weighed protocol with a fitted
+    model only the checks the model reads and the gates. Asking the others would change no score and
+    cost generated tokens and seconds per verdict (the fitted Persona Consistency model reads no check:
+    its call asks the disclosure gate alone)."""
+    checks = checklist(rubric) if protocol.reply == "checklist" else ()
+    model = evidence_model(rubric) if protocol.weighed else None
+    if model is None:
+        return checks
+    read = set(model.inputs)
+    return tuple(c for c in checks if c.gate or f"check:{c.name}" in read) or checks
 
 
 def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -> dict[str, float | None]:

@@ -20,6 +20,7 @@ from personagraph.judges.protocols import (
     PROTOCOLS,
     Check,
     EvidenceModel,
+    asked_checks,
     checklist,
     checklist_schema,
     checklist_score,
@@ -216,13 +217,25 @@ def test_in_character_text_is_not_an_instruction(text: str) -> None:
     assert detect_judge_instruction(text) is None
 
 
+def _answer_checks(messages: list[dict[str, Any]], disclose: bool) -> str:
+    """Answers whichever Persona Consistency checks the prompt asks (by their text): each the good answer
+    (fact 1), except the disclosure gate when ``disclose``."""
+    by_question = {c.question.strip(): c for c in checklist(load_rubric("persona_consistency"))}
+    answers: dict[str, Any] = {}
+    for key, question in re.findall(r"^(q\d+)\. (.+)$", messages[-1]["content"], flags=re.M):
+        check = by_question[question]
+        good: Any = 1 if check.answer == "fact" else check.good
+        answers[key] = ("yes" if check.good == "no" else "no") if check.gate and disclose else good
+    return json.dumps(answers)
+
+
 def checks_good(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
     """Persona Consistency checks answered well: fact 1, no contradiction, sensible, no disclosure."""
-    return json.dumps({"q1": 1, "q2": "no", "q3": "yes", "q4": "no"})
+    return _answer_checks(messages, disclose=False)
 
 
 def checks_disclosing(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
-    return json.dumps({"q1": 1, "q2": "no", "q3": "yes", "q4": "yes"})
+    return _answer_checks(messages, disclose=True)
 
 
 register_script("checks-good", checks_good)
@@ -240,6 +253,7 @@ def test_evidence_model_is_the_documented_logistic_model() -> None:
 
 async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
     rubric = load_rubric("persona_consistency")
     persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
     scored = await score_response(ModelClient.create("test:checks-good", "judge"), rubric, persona=persona,
@@ -255,6 +269,22 @@ async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.
     gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
                                  persona=persona, question="Job?", response=response, protocol="evidence")
     assert gated.score == 1 and gated.expected == pytest.approx(1.0)
+
+
+def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rubric = load_rubric("persona_consistency")
+    names = lambda protocol: [c.name for c in asked_checks(get_protocol(protocol, "local:x"), rubric)]  # noqa: E731
+    assert names("checklist") == ["fact", "no_contradiction", "sensible", "in_character"]
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    assert names("evidence") == ["fact", "sensible", "in_character"]
+    text_only = EvidenceModel(inputs=("new_persona_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
+                              intercept=0.0)
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: text_only)
+    assert names("evidence") == ["in_character"]  # the gate alone
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: None)
+    assert names("evidence") == names("checklist")  # no fitted model: the checklist rule needs them all
 
 
 def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
