@@ -92,9 +92,12 @@ def length(t: Text) -> float:
 
 
 def word_overlap(t: Text) -> float:
-    """The most content words the response shares with one persona fact."""
-    words = content_words(t.response)
-    return float(max(len(words & content_words(fact)) for fact in persona_facts(t.persona)))
+    """The most content words the response shares with one persona fact, matched by stem ("rode" and
+    "riding" are one word apart, "horses" and "horse" the same). Stems make the baseline stronger than exact
+    words (ρ 0.725 / 0.383 with Uses Knowledge / Overall on the USR dev files, against 0.682 / 0.371), and
+    the judges' own text features match by stem too."""
+    words = stems(t.response)
+    return float(max(len(words & stems(fact)) for fact in persona_facts(t.persona)))
 
 
 def new_persona_stems(t: Text) -> float:

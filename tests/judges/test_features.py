@@ -41,6 +41,7 @@ def test_knowledge_features() -> None:
     brings = Text(PERSONA, DIALOGUE, "i go hiking in colorado every spring")
     echoes = Text(PERSONA, DIALOGUE, "hiking is great")  # 'hiking' was the partner's word
     assert word_overlap(brings) == 2 and word_overlap(echoes) == 1  # hiking + spring (colorado: another fact)
+    assert word_overlap(Text(PERSONA, DIALOGUE, "we hiked each spring")) == 2  # by stem: hiked/hiking
     assert new_persona_stems(brings) == 2 and new_persona_stems(echoes) == 0  # spring, colorado
     assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
     assert repetition(brings) == 0
