@@ -212,3 +212,12 @@ async def test_a_stored_unusable_reply_is_a_permanent_failure_and_not_retried(ru
     assert [f["permanent"] for f in written] == [True]
     third = await run_eval(config, run_dir)
     assert third.llm_calls == 0 and third.retried == 0 and third.failures == permanent
+
+
+def test_the_quick_preset_fills_only_what_was_not_given() -> None:
+    quick = EvalConfig(personas=["A nurse"], judges=["test:j1", "test:j2"], quick=True)
+    assert (quick.environments, quick.questions_per_task, quick.shortlist, quick.max_answer_tokens) == (3, 1, 20, 160)
+    assert quick.judges == ["test:j1"]
+    given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2)
+    assert (given.max_answer_tokens, given.environments) == (512, 2)
+    assert EvalConfig(personas=["A nurse"]).max_answer_tokens == 256  # not quick: the full default
