@@ -44,7 +44,7 @@ from personagraph.judges.features import compute as compute_features  # noqa: E4
 from personagraph.judges.judge import score_response  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EVIDENCE_FILE, get_protocol  # noqa: E402
-from personagraph.judges.stats import bootstrap_ci, spearman  # noqa: E402
+from personagraph.judges.stats import bootstrap_ci, spearman, spearman_difference  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.openai_http import close_sessions  # noqa: E402
 from personagraph.store import RunStore  # noqa: E402
@@ -200,6 +200,13 @@ def main() -> None:
         shown = label + (" (chosen)" if label == CHOSEN else "")
         print(f"{shown:28} {_row((k_mean, *k[1:]), (o_mean, *o[1:]))}")
     print(f"(cross-validated by context, {args.repeats} repeats; CI from the first repeat)")
+    chosen = cross_validate(np.column_stack([columns[n] for n in CANDIDATES[CHOSEN]]), share, groups, args.c,
+                            1, args.seed)[0]
+    for rating, human in (("Uses Knowledge", knowledge), ("Overall", overall)):
+        best = max(BASELINES, key=lambda name: spearman(columns[name], human))
+        d = spearman_difference(chosen, columns[best], human, seed=args.seed)
+        print(f"{CHOSEN} − baseline {best} on {rating}: {d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] "
+              "(paired bootstrap over replies, first repeat's CV predictions)")
     print(f"load average at end {load_average()}")
     inputs = CANDIDATES[CHOSEN]
     x = np.column_stack([columns[n] for n in inputs])

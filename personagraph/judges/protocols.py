@@ -99,8 +99,9 @@ DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and hel
 # [0.840, 0.960], AUC 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100
 # (instruction rule). Rubrics without a checklist are judged with "facts" under "checklist".
 # Since 2026-12-01 "evidence": on the graded USR development files (150 replies, contexts held out in
-# 5-fold CV, bench/fit_evidence.py) it ranks replies at Spearman 0.764 with Uses Knowledge and 0.559 with
-# Overall, where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline 0.682 / 0.371.
+# 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.764 with Uses Knowledge
+# and 0.559 with Overall (0.722 / 0.567 as scored, gate included: bench/judge_protocols.py), where the
+# checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 / 0.383.
 LOCAL_PROTOCOL = "evidence"
 
 
