@@ -61,6 +61,7 @@ from personagraph.judges.features import compute as compute_features  # noqa: E4
 from personagraph.judges.judge import exemplar_text, score_response, write_exemplars  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import PROTOCOLS, asked_checks, get_protocol  # noqa: E402
+from personagraph.judges.stats import spearman, spearman_difference  # noqa: E402
 from personagraph.judges.validity import variant_stats  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.engine import engine_for  # noqa: E402
@@ -153,7 +154,7 @@ def usr_rows(rows: list[dict[str, Any]], protocols: list[str], usr: list[MetaIte
             pred = pred * np.array([np.prod([mine[i]["inputs"][g] for g in gates]) for i in ids])
             out.append({"row": "evidence (CV by context)", "knowledge": rho_ci(pred, knowledge, args.seed),
                         "overall": rho_ci(pred, overall, args.seed), "failed": failed, "protocol": protocol,
-                        "kind": "expected"})
+                        "kind": "expected", "values": pred, "keep": list(range(len(ids)))})
             continue
         for kind, field in (("expected", "expected"), ("integer", "score")):
             keep = [k for k, i in enumerate(ids) if i in mine and mine[i][field] is not None]
@@ -162,8 +163,24 @@ def usr_rows(rows: list[dict[str, Any]], protocols: list[str], usr: list[MetaIte
             values = np.array([mine[ids[k]][field] for k in keep], dtype=float)
             out.append({"row": f"{protocol} ({kind})", "protocol": protocol, "kind": kind, "failed": failed,
                         "knowledge": rho_ci(values, knowledge[keep], args.seed),
-                        "overall": rho_ci(values, overall[keep], args.seed), "n": len(keep)})
+                        "overall": rho_ci(values, overall[keep], args.seed), "n": len(keep),
+                        "values": values, "keep": keep})
     return out
+
+
+def against_best_baseline(graded: list[dict], columns: dict[str, list[float]], knowledge: np.ndarray,
+                          overall: np.ndarray, seed: int) -> list[str]:
+    """Per protocol row and rating: ρ minus the best baseline's ρ on the same replies, paired bootstrap CI."""
+    lines = []
+    for rating, human in (("Uses Knowledge", knowledge), ("Overall", overall)):
+        best = max(BASELINES, key=lambda name: spearman(columns[name], human))
+        for r in (r for r in graded if "protocol" in r):
+            keep = r["keep"]
+            d = spearman_difference(r["values"], np.asarray(columns[best])[keep], human[keep], seed=seed)
+            verdict = "better" if d.ci_low > 0 else "worse" if d.ci_high < 0 else "not clearly different"
+            lines.append(f"{r['row']:32} − baseline {best} on {rating}: {d.value:+.3f} "
+                         f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}] ({verdict})")
+    return lines
 
 
 def swap_rows(rows: list[dict[str, Any]], protocols: list[str], pairs: list[tuple[MetaItem, MetaItem]],
@@ -262,6 +279,9 @@ def main() -> None:
     for r in graded:
         s = per_verdict.get(r.get("protocol", ""), float("nan"))
         print(f"{r['row']:32} {_ci(r['knowledge']):>24} {_ci(r['overall']):>24} {r['failed']:6d} {s:9.1f}")
+    print("\nagainst the best baseline (paired bootstrap of the ρ difference over the same replies):")
+    for line in against_best_baseline(graded, usr_columns, knowledge, overall, args.seed):
+        print(line)
     print(f"\npersona_swap ({len(pairs)} pairs): pairwise accuracy [95% CI], ROC AUC")
     for r in swapped:
         acc = r["pairwise"]
