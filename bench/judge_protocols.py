@@ -86,19 +86,24 @@ async def judge_all(args: argparse.Namespace, items: list[MetaItem], protocols: 
                                 max_tokens=1024) if args.exemplars else None
     gate = asyncio.Semaphore(args.concurrency)
     rows: list[dict[str, Any]] = []
-    exemplars: dict[str, str | None] = {}
+    exemplars: dict[str, asyncio.Task[str | None]] = {}
+
+    async def write(item: MetaItem) -> str | None:
+        task = task_by_name("Persona Consistency")
+        question = Question(id=item.id, persona_id=item.id, task=task.name, text=question_text(item))
+        written = await write_exemplars(writer, item.persona, task, question)  # type: ignore[arg-type]
+        return exemplar_text(written) if written.status == "ok" else None
 
     async def examples_for(item: MetaItem) -> str | None:
-        """PersonaGym's exemplars for the item's persona and question (``--exemplars``), written once."""
+        """PersonaGym's exemplars for the item's persona and question (``--exemplars``), written once: the
+        replies of one context share one task, so two in flight do not both write (concurrent identical
+        calls on llama-server may differ, and only one is cached: a re-run would not find the other)."""
         key = f"{item.persona}\n{item.question}"
         if writer is None:
             return None
         if key not in exemplars:
-            task = task_by_name("Persona Consistency")
-            question = Question(id=item.id, persona_id=item.id, task=task.name, text=question_text(item))
-            written = await write_exemplars(writer, item.persona, task, question)
-            exemplars[key] = exemplar_text(written) if written.status == "ok" else None
-        return exemplars[key]
+            exemplars[key] = asyncio.ensure_future(write(item))
+        return await exemplars[key]
 
     async def one(protocol: str, item: MetaItem, plant: bool = False) -> None:
         criterion = catalogue.resolve(item.criterion)
