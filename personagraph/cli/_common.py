@@ -23,7 +23,7 @@ from typer.core import TyperArgument
 from typer.models import ArgumentInfo, OptionInfo
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.protocols import DEFAULT_PROTOCOL, LOCAL_PROTOCOL, PROTOCOLS
+from personagraph.judges.protocols import DEFAULT_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
 from personagraph.models import ModelSettings
 from personagraph.models.retry import set_wait_notice
 from personagraph.redact import redact_text
@@ -161,8 +161,8 @@ RETRY_PERMANENT_OPTION = typer.Option(
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",
-    help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {LOCAL_PROTOCOL} for "
-    f"local: judges, {DEFAULT_PROTOCOL} for the others.",
+    help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {DEFAULT_PROTOCOL} "
+    f"for model judges (local:, openai:), {SCRIPTED_PROTOCOL} for test: scripts.",
 )
 
 

@@ -90,19 +90,25 @@ PROTOCOLS: dict[str, Protocol] = {
                  exemplars=False, weighed=True),
     )
 }
-DEFAULT_PROTOCOL = "rationale"  # API judges: the rationale costs little and helps large models explain
-# Embedded judges. Until 2026-12-01 "checklist", chosen by bench/judge_protocols.py on the persona-swap
-# dev set (100 pairs of real PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight,
-# 2-core KVM Xeon with AMX shared with other work, load 2-5). Probability-weighted pairwise accuracy:
-# "rationale" 0.50 (issue 14, 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its
-# Persona Consistency list leads with "which persona fact does the response show, 0 for none") 0.910
-# [0.840, 0.960], AUC 0.788, at 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100
-# (instruction rule). Rubrics without a checklist are judged with "facts" under "checklist".
-# Since 2026-12-01 "evidence": on the graded USR development files (150 replies, contexts held out in
-# 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.764 with Uses Knowledge
-# and 0.559 with Overall (0.722 / 0.567 as scored, gate included: bench/judge_protocols.py), where the
-# checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 / 0.383.
-LOCAL_PROTOCOL = "evidence"
+# How model judges (local: and openai:) are asked when no protocol is named. Until 2026-12-01 embedded
+# judges used "checklist", chosen by bench/judge_protocols.py on the persona-swap dev set (100 pairs of
+# real PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight, 2-core KVM Xeon with AMX
+# shared with other work, load 2-5). Probability-weighted pairwise accuracy: "rationale" 0.50 (issue 14,
+# 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its Persona Consistency list
+# leads with "which persona fact does the response show, 0 for none") 0.910 [0.840, 0.960], AUC 0.788, at
+# 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). API judges used
+# "rationale", never measured.
+# Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
+# out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.764 with Uses
+# Knowledge and 0.559 with Overall (0.722 / 0.567 as scored, gate included: bench/judge_protocols.py),
+# where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
+# 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
+# judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55, with
+# PersonaGym's exemplars see docs/benchmarks.md, "evidence" 0.665 / 0.607 and swap 1.00. No larger API
+# model was measured: --judge-protocol rationale is PersonaGym's judge, with exemplars.
+DEFAULT_PROTOCOL = "evidence"
+MODEL_JUDGES = ("local", "openai")  # providers of judges that are models (test: scripts: SCRIPTED_PROTOCOL)
+SCRIPTED_PROTOCOL = "rationale"  # what the deterministic test judges are written to answer
 
 
 def get_protocol(name: str | None, judge: str) -> Protocol:
@@ -112,7 +118,8 @@ def get_protocol(name: str | None, judge: str) -> Protocol:
         PersonagraphError: for an unknown name (one line listing the known ones).
     """
     if name is None:
-        name = LOCAL_PROTOCOL if judge.startswith("local:") else DEFAULT_PROTOCOL
+        provider = judge.partition(":")[0].partition("@")[0]  # openai@endpoint:model too
+        name = DEFAULT_PROTOCOL if provider in MODEL_JUDGES else SCRIPTED_PROTOCOL
     try:
         return PROTOCOLS[name]
     except KeyError:

@@ -168,9 +168,11 @@ async def test_every_protocol_scores_with_test_models() -> None:
 
 
 def test_protocol_choice() -> None:
-    assert get_protocol(None, "openai:gpt-4o").name == "rationale"
+    # model judges, embedded or behind an endpoint: the protocol measured best on the graded dev files
+    assert get_protocol(None, "openai:gpt-4o").name == get_protocol(None, "local:qwen2.5-coder-1.5b").name
+    assert get_protocol(None, "openai@vllm:qwen").name == "evidence"
+    assert get_protocol(None, "test:x").name == "rationale"  # what the scripted test judges answer
     assert get_protocol("score", "openai:gpt-4o").name == "score"
-    assert get_protocol(None, "local:qwen2.5-coder-1.5b").name in PROTOCOLS
     with pytest.raises(PersonagraphError, match="--judge-protocol 'nope': unknown"):
         get_protocol("nope", "test:x")
     facts = persona_facts("i like dogs. i am 30!  i live in ohio")
