@@ -73,8 +73,10 @@ class Latency:
 
 
 def config(people: list, concurrency: int) -> EvalConfig:
+    """The graph at its widest: the judge asked the PersonaGym way (``rationale``), which reads exemplars,
+    so they are written beside the answers (an ``openai:`` judge's default, ``evidence``, reads none)."""
     return EvalConfig(personas=people, models=["openai:persona-model"], judges=["openai:judge-model"],
-                      generator="openai:generator-model", concurrency=concurrency)
+                      generator="openai:generator-model", concurrency=concurrency, judge_protocol="rationale")
 
 
 async def measure(server: ServerProcess, delay: float, concurrency: int) -> Latency:
