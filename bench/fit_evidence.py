@@ -44,7 +44,7 @@ from personagraph.judges.features import compute as compute_features  # noqa: E4
 from personagraph.judges.judge import score_response  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EVIDENCE_FILE, get_protocol  # noqa: E402
-from personagraph.judges.stats import bootstrap_ci, spearman, spearman_difference  # noqa: E402
+from personagraph.judges.stats import Estimate, bootstrap_ci, spearman, spearman_difference  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.openai_http import close_sessions  # noqa: E402
 from personagraph.store import RunStore  # noqa: E402
@@ -154,6 +154,15 @@ def rho_ci(pred: np.ndarray, human: np.ndarray, seed: int) -> tuple[float, float
     return value, low, high
 
 
+def against_best(pred: np.ndarray, columns: dict[str, list[float]], human: np.ndarray, seed: int,
+                 keep: list[int] | None = None) -> tuple[str, Estimate]:
+    """The baseline with the highest ρ with ``human``, and ``pred``'s ρ minus its ρ on the replies ``keep``
+    (all when None; ``pred`` holds those replies only), with a paired bootstrap CI."""
+    best = max(BASELINES, key=lambda name: spearman(columns[name], human))
+    rows = np.arange(len(human)) if keep is None else np.asarray(keep)
+    return best, spearman_difference(pred, np.asarray(columns[best])[rows], human[rows], seed=seed)
+
+
 def _row(k: tuple[float, ...], o: tuple[float, ...]) -> str:
     return f"{k[0]:8.3f} [{k[1]:.3f}, {k[2]:.3f}]    {o[0]:8.3f} [{o[1]:.3f}, {o[2]:.3f}]"
 
@@ -203,8 +212,7 @@ def main() -> None:
     chosen = cross_validate(np.column_stack([columns[n] for n in CANDIDATES[CHOSEN]]), share, groups, args.c,
                             1, args.seed)[0]
     for rating, human in (("Uses Knowledge", knowledge), ("Overall", overall)):
-        best = max(BASELINES, key=lambda name: spearman(columns[name], human))
-        d = spearman_difference(chosen, columns[best], human, seed=args.seed)
+        best, d = against_best(chosen, columns, human, args.seed)
         print(f"{CHOSEN} − baseline {best} on {rating}: {d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] "
               "(paired bootstrap over replies, first repeat's CV predictions)")
     print(f"load average at end {load_average()}")

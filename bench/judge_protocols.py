@@ -50,6 +50,7 @@ from bench.fit_evidence import (  # noqa: E402
     CANDIDATES,
     CHOSEN,
     DEV,
+    against_best,
     cross_validate,
     load_dev,
     rho_ci,
@@ -61,7 +62,6 @@ from personagraph.judges.features import compute as compute_features  # noqa: E4
 from personagraph.judges.judge import exemplar_text, score_response, write_exemplars  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import PROTOCOLS, asked_checks, get_protocol  # noqa: E402
-from personagraph.judges.stats import spearman, spearman_difference  # noqa: E402
 from personagraph.judges.validity import variant_stats  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.engine import engine_for  # noqa: E402
@@ -178,10 +178,8 @@ def against_best_baseline(graded: list[dict], columns: dict[str, list[float]], k
     """Per protocol row and rating: ρ minus the best baseline's ρ on the same replies, paired bootstrap CI."""
     lines = []
     for rating, human in (("Uses Knowledge", knowledge), ("Overall", overall)):
-        best = max(BASELINES, key=lambda name: spearman(columns[name], human))
         for r in (r for r in graded if "protocol" in r):
-            keep = r["keep"]
-            d = spearman_difference(r["values"], np.asarray(columns[best])[keep], human[keep], seed=seed)
+            best, d = against_best(r["values"], columns, human, seed, keep=r["keep"])
             verdict = "better" if d.ci_low > 0 else "worse" if d.ci_high < 0 else "not clearly different"
             lines.append(f"{r['row']:32} − baseline {best} on {rating}: {d.value:+.3f} "
                          f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}] ({verdict})")
@@ -269,13 +267,7 @@ def main() -> None:
     rows = asyncio.run(judge_all(args, [*usr, *swap_items], protocols, planted))
     seconds = {p: [r["seconds"] for r in rows if r["protocol"] == p and r["seconds"] > SENT_S]
                for p in protocols}
-    # Protocols that send the same call (checklist and evidence: one prompt, one reply) share their latency:
-    # the second one's calls come from the cache.
-    call = {p: (PROTOCOLS[p].prompt, PROTOCOLS[p].reply) for p in protocols}
-    per_verdict = {}
-    for p in protocols:
-        shared = [t for q in protocols if call[q] == call[p] for t in seconds[q]]
-        per_verdict[p] = float(np.mean(shared)) if shared else float("nan")
+    per_verdict = {p: (float(np.mean(s)) if s else float("nan")) for p, s in seconds.items()}
     graded = usr_rows(rows, protocols, usr, knowledge, overall, usr_columns, args)
     swapped = swap_rows(rows, protocols, pairs, swap_columns, args)
 
