@@ -31,6 +31,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from personagraph.judges.protocols import persona_facts
 
 _WORD = re.compile(r"[a-z]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _SPEAKER = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s?(.*)$")
 
 
@@ -135,6 +136,24 @@ def fact_similarity(texts: Sequence[Text]) -> list[float]:
     return [max(next(cosines) for _ in persona_facts(t.persona)) for t in texts]
 
 
+def sentences(text: str) -> list[str]:
+    """The text cut after each ``.``, ``!`` or ``?`` ("i ride horses . i live in texas" is two)."""
+    return [s for s in _SENTENCE_END.split(text.strip()) if s.strip()] or [text]
+
+
+def sentence_fact_similarity(texts: Sequence[Text]) -> list[float]:
+    """The highest cosine of one response sentence and one persona fact (packaged MiniLM). A reply that
+    states a fact in one of its sentences is diluted when it is embedded whole: on the USR dev files this
+    input in place of :func:`fact_similarity` raised the fitted score's cross-validated ρ by 0.015 / 0.010
+    (bench/fit_evidence.py)."""
+    cut = [sentences(t.response) for t in texts]
+    pairs = [(part, fact) for t, parts in zip(texts, cut, strict=True) for part in parts
+             for fact in persona_facts(t.persona)]
+    cosines = iter(_cosines(pairs))
+    return [max(next(cosines) for _ in range(len(parts) * len(persona_facts(t.persona))))
+            for t, parts in zip(texts, cut, strict=True)]
+
+
 def relevance(texts: Sequence[Text]) -> list[float]:
     """Cosine of the response and the line it answers (packaged MiniLM): is it a reply to it at all?"""
     return _cosines([(t.response, last_turn(t.question)) for t in texts])
@@ -155,6 +174,7 @@ FEATURES: dict[str, Callable[[Sequence[Text]], list[float]]] = {
     "embedding_similarity": embedding_similarity,
     "new_persona_stems": _each(new_persona_stems),
     "fact_similarity": fact_similarity,
+    "sentence_fact_similarity": sentence_fact_similarity,
     "repetition": _each(repetition),
     "relevance": relevance,
 }

@@ -76,6 +76,7 @@ class Scored:
     judge_score: int | None = None  # the judge's own score, when a rule after judging lowered it
     capped_by: str | None = None  # the phrase that made the rule apply
     inputs: dict[str, float | None] = field(default_factory=dict)  # checks' P(good), text features read
+    cached: bool = False  # the judge's call was a cache hit (benches time the calls sent, not these)
 
     def verdict_fields(self) -> dict[str, Any]:
         """The fields every verdict record (eval, meta-eval, judge-check) takes from a reading."""
@@ -163,7 +164,7 @@ async def _read_judge(
             score, expected, weighed = await _weigh(model, checks, answers, good, text, rubric.scale)
             rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
             inputs.update(weighed)
-        return Scored("ok", score, rationale, reply.raw, None, expected, inputs=inputs)
+        return Scored("ok", score, rationale, reply.raw, None, expected, inputs=inputs, cached=reply.cached)
     schema = score_schema(*rubric.scale, with_rationale=protocol.reply == "rationale")
     reply = await client.structured(messages, schema, top_logprobs=TOP_LOGPROBS)
     if not reply.ok or reply.value is None:
@@ -171,7 +172,7 @@ async def _read_judge(
     value = reply.value.model_dump()
     rationale = str(value.get("rationale", "")).strip()
     expected = expected_score(reply.logprobs, rubric.scale)
-    return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected)
+    return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected, cached=reply.cached)
 
 
 async def _weigh(

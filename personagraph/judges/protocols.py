@@ -99,12 +99,12 @@ PROTOCOLS: dict[str, Protocol] = {
 # 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). API judges used
 # "rationale", never measured.
 # Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
-# out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.764 with Uses
-# Knowledge and 0.559 with Overall (0.722 / 0.567 as scored, gate included: bench/judge_protocols.py),
+# out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.779 with Uses
+# Knowledge and 0.569 with Overall (0.734 / 0.573 as scored, gate included: bench/judge_protocols.py),
 # where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
-# (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.665 / 0.607 and swap 1.00. No
+# (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.682 / 0.632 and swap 1.00. No
 # larger API model was measured: --judge-protocol rationale is PersonaGym's judge, with exemplars.
 DEFAULT_PROTOCOL = "evidence"
 MODEL_JUDGES = ("local", "openai")  # providers of judges that are models (test: scripts: SCRIPTED_PROTOCOL)

@@ -116,11 +116,18 @@ def _spread(questions: list[list[float]]) -> float | None:
     return float(np.mean(sds)) if sds else None
 
 
+def _mean_score(verdicts: Iterable[Verdict]) -> float | None:
+    """The mean integer score of the verdicts that have one (None when none has)."""
+    scores = [v.score for v in verdicts if v.score is not None]
+    return float(np.mean(scores)) if scores else None
+
+
 def _ci(low: float, high: float) -> list[float] | None:
     return [low, high] if math.isfinite(low) and math.isfinite(high) else None
 
 
-def _with_samples(result: dict[str, Any], items: list[ItemScore], k: int, threshold: float, seed: int) -> None:
+def _with_samples(result: dict[str, Any], items: list[ItemScore], k: int, threshold: float,
+                  seed: int) -> None:
     """Repeated samples (``k`` per question): each task's mean is the mean of its questions' sample means,
     its CI and the PersonaScore's are two-stage bootstraps (questions within tasks, then each question's
     samples: :func:`~personagraph.judges.stats.hierarchical_bootstrap_ci`), beside the per-question spread
@@ -149,7 +156,8 @@ def _with_samples(result: dict[str, Any], items: list[ItemScore], k: int, thresh
     every = [scores for task in result["tasks"] for scores in per_task.get(task, [])]
     share, decided = pass_k(every, k, threshold)
     result["samples"] = {
-        "k": k, "pass_threshold": threshold, "pass_k": share, "pass_k_n": decided, "sample_sd": _spread(every),
+        "k": k, "pass_threshold": threshold, "pass_k": share, "pass_k_n": decided,
+        "sample_sd": _spread(every),
         "ci_resampled": "questions within tasks, then each question's samples",
         "questions": [{"task": task, "question_id": qid, "scores": scores}
                       for (task, qid), scores in sorted(by_question.items())],
@@ -233,9 +241,5 @@ def summarize_scores(
             "krippendorff_alpha_ordinal": krippendorff_alpha(ratings) if len(judges) > 1 else None,
             "note": None if len(judges) > 1 else "one judge: agreement needs two or more",
         },
-        "per_judge_mean": {
-            judge: (float(np.mean(s)) if (s := [v.score for v in verdicts if v.judge == judge and v.score is not None])
-                    else None)
-            for judge in judges
-        },
+        "per_judge_mean": {judge: _mean_score(v for v in verdicts if v.judge == judge) for judge in judges},
     }

@@ -19,6 +19,7 @@ from personagraph.judges.features import (
     new_persona_stems,
     partner_text,
     repetition,
+    sentences,
     word_overlap,
 )
 from personagraph.judges.meta_eval import MetaEvalConfig
@@ -45,6 +46,19 @@ def test_knowledge_features() -> None:
     assert new_persona_stems(brings) == 2 and new_persona_stems(echoes) == 0  # spring, colorado
     assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
     assert repetition(brings) == 0
+
+
+def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
+    assert sentences("i ride horses . i live in texas ! you ?") == ["i ride horses .", "i live in texas !",
+                                                                   "you ?"]
+    assert sentences("no stop at all") == ["no stop at all"]
+    long = "that is nice . my black lab trooper loves it . what about you ? do you work ? i am tired today ."
+    both = ["fact_similarity", "sentence_fact_similarity"]
+    values = compute(both, [Text(PERSONA, DIALOGUE, long)])
+    whole, best_sentence = values["fact_similarity"][0], values["sentence_fact_similarity"][0]
+    assert best_sentence > whole + 0.1  # "my black lab trooper loves it" / "I have a black lab named trooper"
+    one = compute(both, [Text(PERSONA, DIALOGUE, "i have a black lab")])
+    assert one["sentence_fact_similarity"] == pytest.approx(one["fact_similarity"])  # one sentence
 
 
 def test_every_baseline_is_computed_in_order() -> None:
