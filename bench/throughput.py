@@ -58,6 +58,7 @@ from bench._harness import (  # noqa: E402
     wake_cost_us,
 )
 from personagraph.cli.eval import _fast_event_loop  # noqa: E402
+from personagraph.embeddings import clear_cache  # noqa: E402
 from personagraph.models import ModelSettings  # noqa: E402
 from personagraph.runs.eval import EvalConfig  # noqa: E402
 from personagraph.runs.eval import run as run_eval  # noqa: E402
@@ -71,6 +72,7 @@ async def one_run(server: ServerProcess, people: list, concurrency: int) -> dict
                         generator="openai:generator-model", concurrency=concurrency)
     settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
     server.reset()
+    clear_cache()  # each level embeds its texts afresh (the judges' text features), as a new process would
     server_cpu, server_switches = server.cpu_s(), server.switches()
     with tempfile.TemporaryDirectory() as run_dir:
         cpu, switches, started = time.process_time(), own_switches(), time.perf_counter()

@@ -17,3 +17,25 @@ def test_threads_share_the_encoder(monkeypatch) -> None:
     for a, b in zip(together, alone, strict=True):
         assert a.shape == (16, 384)
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_a_small_batch_is_encoded_on_one_thread_and_the_threads_are_restored(monkeypatch) -> None:
+    import torch
+
+    seen: list[int] = []
+    encoder = embeddings.load_encoder()
+    real = encoder.encode
+
+    def spy(texts, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", spy)
+    torch.set_num_threads(2)
+    embeddings.clear_cache()
+    embeddings.encode(["a few words", "a verdict's texts"])
+    embeddings.encode([f"bulk sentence number {i}" for i in range(embeddings.ONE_THREAD_BELOW)])
+    assert seen == [1, 2]  # a verdict's few texts on one thread, a bulk encode on torch's threads
+    assert torch.get_num_threads() == 2
+    embeddings.encode(["a few words"])  # cached: clear_cache forgot it, encode remembered it again
+    assert len(seen) == 2
