@@ -69,8 +69,9 @@ class Protocol:
 
 # Exemplars: "rationale" is PersonaGym's judge, which reads the generated example answers per score.
 # "score", "facts" and "checklist" were chosen and measured on the persona-swap dev set without them
-# (bench/judge_protocols.py has none to give), so they are judged as measured: their prompts get "(no
-# examples available …)" and an eval whose judges all use them writes no exemplars. With the embedded
+# (bench/judge_protocols.py has none to give), so they are judged as measured: the score and facts prompts
+# get "(no examples available …)", the checklist prompt has no examples section, and an eval whose judges
+# all use them writes no exemplars. With the embedded
 # 1.5B as writer the exemplars were also poor anchors (the quick run: the same sentence for scores 2-5,
 # "As an AI, I don't have personal experiences." for all five), and they were the quick run's largest
 # cost: ~1,000 of its ~1,400 generated tokens on the 1.5B and ~1,300 tokens more in the judges' prompts.
@@ -100,7 +101,7 @@ PROTOCOLS: dict[str, Protocol] = {
 # "rationale", never measured.
 # Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
 # out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.779 with Uses
-# Knowledge and 0.569 with Overall (0.734 / 0.573 as scored, gate included: bench/judge_protocols.py),
+# Knowledge and 0.569 with Overall (0.744 / 0.563 as scored, gate included: bench/judge_protocols.py),
 # where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55

@@ -96,6 +96,21 @@ async def test_the_prompt_says_fenced_text_is_data() -> None:
         assert {m.group(1) for m in BLOCK.finditer(user)} >= {"PERSONA", "QUESTION", "RESPONSE"}, name
 
 
+async def test_a_checklist_call_asks_its_checks_and_nothing_it_does_not_read() -> None:
+    seen: list[list[dict[str, Any]]] = []
+    register_script("recorder", lambda messages, schema: seen.append(messages) or '{"score": 3}')
+    client = ModelClient.create("test:recorder", "judge")
+    rubric = load_rubric("expected_action")
+    for name in ("checklist", "evidence"):
+        await score_response(client, rubric, persona="p", question="q", response="r", examples="Score 5: x",
+                             protocol=name)
+        prompt = seen[-1][0]["content"] + seen[-1][1]["content"]
+        assert all(check.question in prompt for check in asked_checks(get_protocol(name, "local:x"), rubric))
+        # no 1-5 descriptions (the answers are yes/no or a fact's number) and no examples: they were half
+        # of every prompt and the quick run's judges are bound by their prompts
+        assert rubric.text() not in prompt and "EXAMPLES" not in prompt and "Score 5" not in prompt, name
+
+
 def test_expected_score_reads_the_score_position() -> None:
     spread = {"4": 0.5, "3": 0.2, "5": 0.2, "x": 0.1}  # "x" is not on the scale: renormalised away
     logprobs = tokens('{"', "rationale", '":', ' "', "a", ' \\"score\\": 1', '",', ' "', "score", '":', " ",
