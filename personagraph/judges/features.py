@@ -166,33 +166,14 @@ def _max_cosines(name: str, texts: Sequence[Text], vectors: dict[str, np.ndarray
     return [max(float(vectors[a or " "] @ vectors[b or " "]) for a, b in EMBEDDED[name](t)) for t in texts]
 
 
-def _embedded(name: str) -> Callable[[Sequence[Text]], list[float]]:
-    def batch(texts: Sequence[Text]) -> list[float]:
-        return _max_cosines(name, texts, _vectors([name], texts))
-
-    batch.__doc__ = EMBEDDED[name].__doc__
-    return batch
-
-
-def _each(feature: Callable[[Text], float]) -> Callable[[Sequence[Text]], list[float]]:
-    def batch(texts: Sequence[Text]) -> list[float]:
-        return [feature(t) for t in texts]
-
-    batch.__doc__ = feature.__doc__
-    return batch
-
-
-# Every feature by name, computed over a batch (embeddings are encoded in one call).
-FEATURES: dict[str, Callable[[Sequence[Text]], list[float]]] = {
-    "length": _each(length),
-    "word_overlap": _each(word_overlap),
-    "embedding_similarity": _embedded("embedding_similarity"),
-    "new_persona_stems": _each(new_persona_stems),
-    "fact_similarity": _embedded("fact_similarity"),
-    "sentence_fact_similarity": _embedded("sentence_fact_similarity"),
-    "repetition": _each(repetition),
-    "relevance": _embedded("relevance"),
+# The features read from the text alone, by name; with EMBEDDED, every feature there is.
+PER_TEXT: dict[str, Callable[[Text], float]] = {
+    "length": length,
+    "word_overlap": word_overlap,
+    "new_persona_stems": new_persona_stems,
+    "repetition": repetition,
 }
+FEATURES: tuple[str, ...] = (*PER_TEXT, *EMBEDDED)
 BASELINES: tuple[str, ...] = ("length", "word_overlap", "embedding_similarity")
 """The trivial scorers beside every judge figure: a judge that does not beat them is not worth running."""
 
@@ -203,5 +184,5 @@ def compute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, list[float
     if unknown:
         raise KeyError(f"unknown text feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
     vectors = _vectors([n for n in names if n in EMBEDDED], texts)  # one batch for all embedding features
-    return {name: _max_cosines(name, texts, vectors) if name in EMBEDDED else FEATURES[name](texts)
-            for name in names}
+    return {name: (_max_cosines(name, texts, vectors) if name in EMBEDDED
+                   else [PER_TEXT[name](t) for t in texts]) for name in names}
