@@ -55,10 +55,11 @@ def test_faults_of_every_kind_lose_nothing_and_score_no_error(run_dir: Path) -> 
     handle = _start(delay=0.01, rate_429=0.04, rate_500=0.04, rate_timeout=0.04, rate_drop=0.04,
                     rate_malformed=0.04, retry_after=RETRY_AFTER, timeout_sleep=3.0, seed=1)
     try:
+        # judged the rationale way, exemplars too: every kind of call, enough draws for every fault
         config = EvalConfig(personas=PERSONAS, models=["openai:agent"], judges=["openai:judge"],
                            generator="openai:gen", environments=2, questions_per_task=1, concurrency=16,
-                           judge_protocol="rationale")  # exemplars too: every kind of call, enough draws for
-        settings = ModelSettings(base_url=handle.base_url, api_key="sk-test", timeout_s=1.0)  # every fault
+                           judge_protocol="rationale")
+        settings = ModelSettings(base_url=handle.base_url, api_key="sk-test", timeout_s=1.0)
         import asyncio
 
         summary = asyncio.run(run_eval(config, run_dir, settings=settings))
