@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from personagraph import bert
 from personagraph.errors import PersonagraphError
 
 PACKAGED_MINILM = "all-MiniLM-L6-v2"
@@ -86,7 +87,9 @@ def quiet_transformers() -> None:
 
 
 def load_encoder(model_path: str | None = None) -> Any:
-    """Returns the SentenceTransformer for ``model_path`` (default: packaged MiniLM), loaded once per process.
+    """Returns the encoder of ``model_path`` (default: packaged MiniLM), loaded once per process: a
+    :class:`~personagraph.bert.BertEncoder` for a mean-pooled BERT folder such as the packaged MiniLM (the
+    same vectors as sentence-transformers, ~4 s less start-up; see ``bert.py``), else a SentenceTransformer.
 
     Raises:
         PersonagraphError: when the folder does not exist (nothing is ever downloaded).
@@ -97,14 +100,24 @@ def load_encoder(model_path: str | None = None) -> Any:
             return _encoders[path]
         if not Path(path).is_dir():
             raise PersonagraphError(f"embedding model folder not found: {path} (models are never downloaded)")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        quiet_transformers()
-        from sentence_transformers import SentenceTransformer  # heavy (torch): only when a text is encoded
+        if bert.supports(path):
+            encoder: Any = bert.BertEncoder(path)
+        else:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            quiet_transformers()
+            from sentence_transformers import SentenceTransformer  # heavy: only for other model folders
 
-        encoder = SentenceTransformer(path, device="cpu", local_files_only=True)
+            encoder = SentenceTransformer(path, device="cpu", local_files_only=True)
         _encoders[path] = encoder
         return encoder
+
+
+def _vectors(encoder: Any, texts: list[str], batch_size: int) -> np.ndarray:
+    if isinstance(encoder, bert.BertEncoder):
+        return encoder.encode(texts, batch_size=batch_size)
+    return encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+                          convert_to_numpy=True)
 
 
 def encode(texts: list[str], *, model_path: str | None = None, batch_size: int = 32) -> np.ndarray:
@@ -119,13 +132,7 @@ def encode(texts: list[str], *, model_path: str | None = None, batch_size: int =
     if missing:
         encoder = load_encoder(path)
         with _encode_lock, _torch_threads(1 if len(missing) < ONE_THREAD_BELOW else None):
-            vectors = encoder.encode(
-                missing,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-            )
+            vectors = _vectors(encoder, missing, batch_size)
         fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
         found.update(fresh)
         with _lock:
@@ -166,5 +173,7 @@ def embed(texts: list[str], model: str | None = None, *, batch_size: int = 32) -
 def embedding_dim(model_path: str | None = None) -> int:
     """Dimension of the model's sentence vectors (384 for MiniLM)."""
     encoder = load_encoder(model_path)
+    if isinstance(encoder, bert.BertEncoder):
+        return encoder.dimension
     getter = getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
     return int(getter())

@@ -1,0 +1,134 @@
+"""A mean-pooled BERT sentence encoder (all-MiniLM-L6-v2's architecture) run in plain torch.
+
+Why not sentence-transformers for it: importing sentence-transformers and the transformers model loader
+it uses costs ~4 s of CPU per process (2-core KVM Xeon, AVX-512 + AMX, load 0.4: torch 1.9 s, transformers
+1.0 s, sentence-transformers 3.0 s, loading 0.3 s), before the quick run's first LLM call can be sent —
+the shortlist embeds the persona first. This forward pass needs torch, ``safetensors`` and ``tokenizers``
+only (2.0 s together) and gives the same vectors: the same weights, tokenizer, truncation and the same
+torch kernels (``tests/test_bert.py`` checks it against sentence-transformers itself, to 1e-5).
+
+It reads a sentence-transformers folder whose modules are exactly Transformer (a ``bert`` model with
+absolute positions and GELU) → mean Pooling → Normalize; :func:`supports` says whether a folder is one.
+Any other folder is loaded by sentence-transformers (``embeddings.load_encoder``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+            "sentence_transformers.models.Normalize"]
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def supports(folder: str | Path) -> bool:
+    """Whether ``folder`` is a sentence-transformers BERT folder this encoder reproduces exactly."""
+    root = Path(folder)
+    try:
+        modules = _json(root / "modules.json")
+        config = _json(root / "config.json")
+        pooling = _json(root / modules[1]["path"] / "config.json") if len(modules) == 3 else {}
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False
+    modes = {key for key, value in pooling.items() if key.startswith("pooling_mode_") and value}
+    mean_only = modes == {"pooling_mode_mean_tokens"}
+    return (
+        [m.get("type") for m in modules] == _MODULES
+        and modules[0].get("path") == ""
+        and mean_only
+        and config.get("model_type") == "bert"
+        and config.get("hidden_act") == "gelu"
+        and config.get("position_embedding_type", "absolute") == "absolute"
+        and (root / "model.safetensors").is_file()
+        and (root / "tokenizer.json").is_file()
+    )
+
+
+class BertEncoder:
+    """Encodes texts into unit vectors: BERT, the mean of the token states under the mask, L2 norm."""
+
+    def __init__(self, folder: str | Path) -> None:
+        import torch  # only when a text is encoded
+        from safetensors.torch import load_file
+        from tokenizers import Tokenizer
+
+        root = Path(folder)
+        config = _json(root / "config.json")
+        settings_file = root / "sentence_bert_config.json"
+        settings = _json(settings_file) if settings_file.is_file() else {}
+        self._torch = torch
+        self._heads = int(config["num_attention_heads"])
+        self._eps = float(config["layer_norm_eps"])
+        self.dimension = int(config["hidden_size"])
+        # sentence-transformers truncates at max_seq_length (the tokenizer file's own setting is ignored)
+        max_length = min(int(settings.get("max_seq_length") or 512), int(config["max_position_embeddings"]))
+        self._tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.no_padding()
+        self._lower = bool(settings.get("do_lower_case"))
+        weights = load_file(str(root / "model.safetensors"))
+        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
+        self._w = {name.removeprefix(prefix): tensor.float() for name, tensor in weights.items()
+                   if name.startswith(prefix)}
+        self._layers = int(config["num_hidden_layers"])
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """``(n, dimension)`` float32 unit vectors, in the order of ``texts`` (batched by length, as
+        sentence-transformers batches, so a batch pads little)."""
+        torch = self._torch
+        encoded = self._tokenizer.encode_batch([t.lower() if self._lower else t for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i].ids))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                width = max(len(encoded[i].ids) for i in rows)
+                ids = torch.zeros((len(rows), width), dtype=torch.long)
+                types = torch.zeros_like(ids)
+                mask = torch.zeros((len(rows), width), dtype=torch.bool)
+                for r, i in enumerate(rows):
+                    n = len(encoded[i].ids)
+                    ids[r, :n] = torch.tensor(encoded[i].ids)
+                    types[r, :n] = torch.tensor(encoded[i].type_ids)
+                    mask[r, :n] = True
+                out[rows] = self._forward(ids, types, mask).numpy()
+        return out
+
+    def _forward(self, ids: Any, types: Any, mask: Any) -> Any:
+        f, w = self._torch.nn.functional, self._w
+        batch, width = ids.shape
+        head = self.dimension // self._heads
+
+        def linear(name: str, value: Any) -> Any:
+            return f.linear(value, w[name + ".weight"], w[name + ".bias"])
+
+        def norm(name: str, value: Any) -> Any:
+            return f.layer_norm(value, (self.dimension,), w[name + ".weight"], w[name + ".bias"], self._eps)
+
+        def heads(value: Any) -> Any:  # (batch, width, dimension) -> (batch, heads, width, head)
+            return value.view(batch, width, self._heads, head).transpose(1, 2)
+
+        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:width]
+             + w["embeddings.token_type_embeddings.weight"][types])
+        x = norm("embeddings.LayerNorm", x)
+        attend = mask[:, None, None, :]  # padding is never attended to
+        for i in range(self._layers):
+            layer = f"encoder.layer.{i}."
+            q, k, v = (heads(linear(f"{layer}attention.self.{n}", x)) for n in ("query", "key", "value"))
+            context = f.scaled_dot_product_attention(q, k, v, attn_mask=attend, scale=1 / math.sqrt(head))
+            context = context.transpose(1, 2).reshape(batch, width, self.dimension)
+            attended = linear(f"{layer}attention.output.dense", context) + x
+            x = norm(f"{layer}attention.output.LayerNorm", attended)
+            hidden = f.gelu(linear(f"{layer}intermediate.dense", x))
+            x = norm(f"{layer}output.LayerNorm", linear(f"{layer}output.dense", hidden) + x)
+        weights = mask.unsqueeze(-1).to(x.dtype)
+        pooled = (x * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        return f.normalize(pooled, p=2.0, dim=1)
