@@ -33,11 +33,12 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from personagraph.errors import PersonagraphError
-from personagraph.models.spec import LOCAL_MODELS, LocalModel
+from personagraph.models.spec import LOCAL_MODELS, LocalModel, parse_spec
 from personagraph.models.weights import cache_root, ensure_weights
 
 SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary (tests, packagers)
@@ -158,6 +159,18 @@ class Engine:
             return self._url
         return await asyncio.wrap_future(_spawner.submit(self._ensure))
 
+    def start_soon(self) -> None:
+        """Starts the server in the background, so the model loads while this process does other work (the
+        first call then finds it ready). A start that fails is reported by the first call, as without."""
+        if self.pid is None and not self._failure:
+            _spawner.submit(self._ensure_quietly)
+
+    def _ensure_quietly(self) -> None:
+        try:
+            self._ensure()
+        except EngineFailed:  # recorded in self._failure: the first call raises it
+            pass
+
     def _ensure(self) -> str:
         with self._lock:
             while True:
@@ -262,6 +275,19 @@ def engine_for(name: str) -> Engine:
         if name not in _engines:
             _engines[name] = Engine(LOCAL_MODELS[name])
         return _engines[name]
+
+
+def start_engines(specs: Iterable[str]) -> None:
+    """Starts, in the background and in the order given, the engines of the embedded models among
+    ``specs`` (model specs; other providers, plug-ins and unparsable names are skipped). A run calls it
+    as it begins: the quick run's 1.5B loads during the seconds the persona's shortlist takes to embed."""
+    for text in specs:
+        try:
+            spec = parse_spec(text)
+        except PersonagraphError:
+            continue
+        if spec.provider == "local":
+            engine_for(spec.name).start_soon()
 
 
 def stop_engines() -> None:

@@ -23,6 +23,7 @@ from personagraph.judges.base import Judge
 from personagraph.judges.protocols import get_protocol, reads_exemplars
 from personagraph.judges.scoring import score_items, summarize_scores, used_score_kind
 from personagraph.models import ModelSettings, parse_spec
+from personagraph.models.engine import start_engines
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
@@ -246,6 +247,8 @@ async def run(
             on_item=run.advance,
         )
         run.retrying(_failures_to_retry(run.store, config))
+        if runner.name == "local":  # Ray's workers start their own
+            start_engines([generator, *config.judges, *config.models])
         await runner.run(job, run.store, run.meter)
         summary = build_summary(run.store, config)
         summary.executor = runner.name

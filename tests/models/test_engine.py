@@ -145,6 +145,30 @@ async def test_a_missing_server_binary_says_how_to_build_it(
         await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)
 
 
+async def test_a_run_starts_its_embedded_models_before_their_first_call(fake_engine: None) -> None:
+    engine_module.start_engines(["openai:gpt-4o-mini", "plugin.module:agent", "test:echo", f"local:{MODEL}"])
+    engine = engine_for(MODEL)
+    deadline = time.monotonic() + 30
+    while engine.pid is None and time.monotonic() < deadline:  # loading in the background, no call made
+        await asyncio.sleep(0.05)
+    assert engine.pid is not None and alive(engine.pid)
+    assert set(engine_module._engines) == {MODEL}  # other providers and plug-in paths start nothing
+    pid = engine.pid
+    reply = await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)
+    assert reply.ok and engine.pid == pid  # the first call used the server started early
+    engine_module.start_engines([f"local:{MODEL}"])  # running already: nothing new
+    assert engine.pid == pid
+
+
+async def test_a_background_start_that_fails_is_said_by_the_first_call(
+    fake_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_ENGINE_EXIT", "3")
+    engine_module.start_engines([f"local:{MODEL}"])
+    with pytest.raises(EngineFailed, match=r"died twice \(exit code 3, exit code 3\); see .*\.log$"):
+        await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)
+
+
 async def test_stop_ends_the_server_and_removes_its_log(fake_engine: None) -> None:
     engine = engine_for(MODEL)
     await engine.base_url()
