@@ -155,7 +155,7 @@ class Engine:
         Raises:
             EngineFailed: the engine died twice (or cannot start); the message names model and log.
         """
-        if self.pid is not None:
+        if self.pid is not None and self._url:  # running and ready; while it loads, wait for it below
             return self._url
         return await asyncio.wrap_future(_spawner.submit(self._ensure))
 
@@ -205,6 +205,7 @@ class Engine:
             "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
             "--no-webui", "--log-timestamps", *NO_REPACK,
         ]
+        self._url = ""  # not ready: no call is sent to the old process's address while this one loads
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             offset = log.tell()

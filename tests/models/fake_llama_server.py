@@ -2,8 +2,9 @@
 
 Like llama-server it binds ``--host``/``--port`` (0: the OS picks), logs ``listening on http://HOST:PORT``
 once ready, answers ``GET /health`` and prints its build for ``--version`` (run provenance asks).
-``FAKE_ENGINE_DELAY`` (seconds per reply) keeps calls in flight; ``FAKE_ENGINE_EXIT`` makes it exit at
-once with that code (an engine that cannot start).
+``FAKE_ENGINE_DELAY`` (seconds per reply) keeps calls in flight; ``FAKE_ENGINE_LOAD_S`` (seconds) passes
+as a model load before it listens; ``FAKE_ENGINE_EXIT`` makes it exit at once with that code (an engine
+that cannot start).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bench.fake_openai import FakeOpenAI  # noqa: E402
 
 
 async def serve(host: str, port: int) -> None:
+    await asyncio.sleep(float(os.environ.get("FAKE_ENGINE_LOAD_S", "0")))  # "loading the model"
     server = FakeOpenAI(host=host, port=port, delay=float(os.environ.get("FAKE_ENGINE_DELAY", "0")))
     app = server.app()
     app.router.add_get("/health", lambda request: web.json_response({"status": "ok"}))

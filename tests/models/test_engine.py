@@ -160,6 +160,20 @@ async def test_a_run_starts_its_embedded_models_before_their_first_call(fake_eng
     assert engine.pid == pid
 
 
+async def test_a_call_made_while_the_model_loads_waits_for_it(
+    fake_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_ENGINE_LOAD_S", "1.0")
+    engine = engine_for(MODEL)
+    engine.start_soon()
+    deadline = time.monotonic() + 30
+    while engine.pid is None and time.monotonic() < deadline:  # the process runs, its model still loads
+        await asyncio.sleep(0.01)
+    url = await engine.base_url()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")  # not "": the address once ready
+    assert (await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)).ok
+
+
 async def test_a_background_start_that_fails_is_said_by_the_first_call(
     fake_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
