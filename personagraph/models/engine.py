@@ -120,11 +120,6 @@ def _child_setup() -> None:  # pragma: no cover - runs in the child between fork
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-# Engines are spawned by this one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
-# forked the child ends, so a short-lived worker thread (asyncio.to_thread, one loop's executor) would
-# take the server down with it.
-_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-engine")
-
 
 class Engine:
     """One embedded model's llama-server: started on demand, restarted once after a death."""
@@ -138,6 +133,11 @@ class Engine:
         self._url = ""
         self._failure = ""
         self._lock = threading.Lock()
+        # Its server is spawned by this long-lived thread of its own: PR_SET_PDEATHSIG fires when the
+        # *thread* that forked the child ends, so a short-lived worker thread (asyncio.to_thread, one
+        # loop's executor) would take the server down with it; one per engine, so a call to one model
+        # never waits behind another model's loading.
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"personagraph-engine-{model.name}")
 
     @property
     def spec(self) -> str:
@@ -157,13 +157,13 @@ class Engine:
         """
         if self.pid is not None and self._url:  # running and ready; while it loads, wait for it below
             return self._url
-        return await asyncio.wrap_future(_spawner.submit(self._ensure))
+        return await asyncio.wrap_future(self._spawner.submit(self._ensure))
 
     def start_soon(self) -> None:
         """Starts the server in the background, so the model loads while this process does other work (the
         first call then finds it ready). A start that fails is reported by the first call, as without."""
         if self.pid is None and not self._failure:
-            _spawner.submit(self._ensure_quietly)
+            self._spawner.submit(self._ensure_quietly)
 
     def _ensure_quietly(self) -> None:
         try:

@@ -174,6 +174,19 @@ async def test_a_call_made_while_the_model_loads_waits_for_it(
     assert (await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)).ok
 
 
+async def test_two_models_load_at_once(fake_engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call to one model never queues behind another model's loading: each engine spawns its own."""
+    monkeypatch.setenv("FAKE_ENGINE_LOAD_S", "3.0")
+    engine_module.start_engines([f"local:{MODEL}", "local:qwen2.5-coder-1.5b"])
+    first, second = engine_for(MODEL), engine_for("qwen2.5-coder-1.5b")
+    deadline = time.monotonic() + 30
+    while (first.pid is None or second.pid is None) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert first.pid is not None and second.pid is not None
+    assert not first._url and not second._url  # both processes up, neither model loaded yet: side by side
+    assert (await second.base_url()) and (await first.base_url())
+
+
 async def test_a_background_start_that_fails_is_said_by_the_first_call(
     fake_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
