@@ -120,7 +120,6 @@ def _child_setup() -> None:  # pragma: no cover - runs in the child between fork
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-
 class Engine:
     """One embedded model's llama-server: started on demand, restarted once after a death."""
 
@@ -279,9 +278,9 @@ def engine_for(name: str) -> Engine:
 
 
 def start_engines(specs: Iterable[str]) -> None:
-    """Starts, in the background and in the order given, the engines of the embedded models among
-    ``specs`` (model specs; other providers, plug-ins and unparsable names are skipped). A run calls it
-    as it begins: the quick run's 1.5B loads during the seconds the persona's shortlist takes to embed."""
+    """Starts, in the background, the engines of the embedded models among ``specs`` (model specs; other
+    providers, plug-ins and unparsable names are skipped), each on its own thread. A run calls it as it
+    begins: the quick run's 1.5B loads during the seconds the persona's shortlist takes to embed."""
     for text in specs:
         try:
             spec = parse_spec(text)
