@@ -86,14 +86,19 @@ REASON_CHARS = 300  # a failed item's reason is one line of at most this many ch
 
 STORED_REPLY_FAILURES = (
     "invalid structured output",  # models/client.py: a complete reply (and its format-reminder retry) that
-)                                 # does not fit the schema
+                                  # does not fit the schema
+    "the generator returned the answer unchanged",  # judges/validity.py: a judge-check variant whose
+)                                                   # stored rewrite is the answer itself
 """How the reason of a failure whose model reply is in the response cache begins. The model answered in full,
-and its answer did not fit: every later run gets the same stored reply, so retrying such an item cannot
-change it. It is a permanent failure (:attr:`FailedItem.permanent`): listed with its reason, retried only
-with ``retry_permanent`` (``--retry-permanent``: its calls are sent again past the cache), otherwise never
-retried nor counted as retried. Everything else is transient and retried on resume: a transport failure, a
-timeout, a dead endpoint, and a reply that was cut off, empty or ``null`` (the model layer never stores one:
-``models/client.py``), so an empty answer is asked again too.
+and its answer did not fit (or, for a judge-check variant, changed nothing): every later run gets the same
+stored reply, so retrying such an item cannot change it. It is a permanent failure
+(:attr:`FailedItem.permanent`): listed with its reason, retried only with ``retry_permanent``
+(``--retry-permanent``: its calls are sent again past the cache; judge-check's generator answers at
+temperature 0, so an unchanged variant stays failed and left out of its figures), otherwise never retried
+nor counted as retried.
+Everything else is transient and retried on resume: a transport failure, a timeout, a dead endpoint, and
+a reply that was cut off, empty or ``null`` (the model layer never stores one: ``models/client.py``), so
+an empty answer is asked again too.
 """
 
 

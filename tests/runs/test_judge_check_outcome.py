@@ -74,3 +74,27 @@ async def test_a_verdict_whose_stored_reply_never_parses_is_permanent_not_retrie
     assert second.llm_calls == 0 and second.retried == 0 and second.failures == first.failures
     line = second.outcome_line() or ""
     assert "permanent" in line and "run the same command" not in line
+
+
+async def test_a_variant_the_generator_left_unchanged_is_permanent_not_retried(tmp_path: Path) -> None:
+    """The generator's stored reply is the answer itself: a re-run gets the same reply, so it is listed as
+    permanent and the outcome line does not ask for a re-run that cannot change it."""
+    def echo(text: str) -> str | None:  # the generic rewrite of the fjord answer comes back unchanged
+        fjord = "The fjord is calm when I bike home at six."
+        return fjord if "plain, neutral language" in text and fjord in text else None
+
+    generator = switch_model("jc-same", answer=echo)
+    items = write_items(tmp_path / "items.jsonl")
+
+    def again() -> Awaitable[JudgeCheckSummary]:
+        return ajudge_check(items=str(items), judges=["test:judge"], generator=generator.spec,
+                            n_resamples=200, variants=["generic"], run_dir=tmp_path / "check")
+
+    first = await again()
+    assert [(f.stage, f.reason, f.permanent) for f in first.failures] == [
+        ("variants", "the generator returned the answer unchanged", True)]
+    assert first.exit_code == EXIT_INCOMPLETE
+    second = await again()
+    assert second.llm_calls == 0 and second.retried == 0 and second.failures == first.failures
+    line = second.outcome_line() or ""
+    assert "1 permanent" in line and "run the same command" not in line
