@@ -14,29 +14,27 @@ Any other folder is loaded by sentence-transformers (``embeddings.load_encoder``
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from personagraph.errors import PersonagraphError
+from personagraph.files import read_json
+
 _MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
             "sentence_transformers.models.Normalize"]
-
-
-def _json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def supports(folder: str | Path) -> bool:
     """Whether ``folder`` is a sentence-transformers BERT folder this encoder reproduces exactly."""
     root = Path(folder)
     try:
-        modules = _json(root / "modules.json")
-        config = _json(root / "config.json")
-        pooling = _json(root / modules[1]["path"] / "config.json") if len(modules) == 3 else {}
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        modules = read_json(root / "modules.json")
+        config = read_json(root / "config.json")
+        pooling = read_json(root / modules[1]["path"] / "config.json") if len(modules) == 3 else {}
+    except (PersonagraphError, KeyError, TypeError, IndexError):  # not a folder it can read: not its kind
         return False
     modes = {key for key, value in pooling.items() if key.startswith("pooling_mode_") and value}
     mean_only = modes == {"pooling_mode_mean_tokens"}
@@ -61,9 +59,9 @@ class BertEncoder:
         from tokenizers import Tokenizer
 
         root = Path(folder)
-        config = _json(root / "config.json")
+        config = read_json(root / "config.json")
         settings_file = root / "sentence_bert_config.json"
-        settings = _json(settings_file) if settings_file.is_file() else {}
+        settings = read_json(settings_file) if settings_file.is_file() else {}
         self._torch = torch
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])

@@ -113,7 +113,7 @@ def load_encoder(model_path: str | None = None) -> Any:
         return encoder
 
 
-def _vectors(encoder: Any, texts: list[str], batch_size: int) -> np.ndarray:
+def _encode_with(encoder: Any, texts: list[str], batch_size: int) -> np.ndarray:
     if isinstance(encoder, bert.BertEncoder):
         return encoder.encode(texts, batch_size=batch_size)
     return encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
@@ -132,7 +132,7 @@ def encode(texts: list[str], *, model_path: str | None = None, batch_size: int =
     if missing:
         encoder = load_encoder(path)
         with _encode_lock, _torch_threads(1 if len(missing) < ONE_THREAD_BELOW else None):
-            vectors = _vectors(encoder, missing, batch_size)
+            vectors = _encode_with(encoder, missing, batch_size)
         fresh = dict(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
         found.update(fresh)
         with _lock:
