@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from personagraph import bert, embeddings
+from personagraph.errors import PersonagraphError
 
 TEXTS = [
     "i ride horses every morning .",
@@ -54,7 +55,8 @@ def _folder_like_minilm(tmp_path: Path, pooling: dict[str, bool]) -> Path:
 
 
 def test_another_pooling_is_left_to_sentence_transformers(tmp_path: Path) -> None:
-    folder = _folder_like_minilm(tmp_path, {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True})
+    cls_pooling = {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
+    folder = _folder_like_minilm(tmp_path, cls_pooling)
     assert not bert.supports(folder)
     from sentence_transformers import SentenceTransformer
 
@@ -69,3 +71,14 @@ def test_a_folder_it_cannot_read_is_not_supported(tmp_path: Path) -> None:
     assert not bert.supports(tmp_path)  # no modules.json
     (tmp_path / "modules.json").write_text("not json")
     assert not bert.supports(tmp_path)
+
+
+def test_a_malformed_settings_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    folder = _folder_like_minilm(tmp_path, {})
+    (folder / "sentence_bert_config.json").unlink()
+    (folder / "sentence_bert_config.json").write_text("{max_seq_length: 256")
+    assert bert.supports(folder)
+    with pytest.raises(PersonagraphError) as error:
+        bert.BertEncoder(folder)
+    message = str(error.value)
+    assert "sentence_bert_config.json" in message and "invalid JSON" in message and "\n" not in message
