@@ -65,6 +65,10 @@ class _Terminated:
 
     def __call__(self, signum: int, frame: Any) -> None:
         self.seen = True
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            # SIGINT ignored (a job started in the background by a script, or under nohup, inherits that):
+            # raising it would do nothing and the SIGTERM would be lost, so interrupt directly
+            raise KeyboardInterrupt
         signal.raise_signal(signal.SIGINT)
 
     @contextlib.contextmanager

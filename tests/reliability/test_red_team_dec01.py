@@ -275,15 +275,23 @@ def _stored_calls(run_dir: Path) -> int:
         return 0
 
 
+def _ignore_sigint() -> None:  # runs in the child: as a job a script starts in the background inherits it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
 @pytest.mark.parametrize("kind", ["eval", "simulate"])
-def test_f10_sigterm_saves_says_how_to_resume_and_exits_143(tmp_path: Path, kind: str) -> None:
+def test_f10_sigterm_saves_says_how_to_resume_and_exits_143(tmp_path: Path, kind: str, sigint: str) -> None:
+    """Also when the process inherited SIGINT ignored (``cmd &`` in a script, nohup): the handler re-raised
+    SIGINT, which then did nothing — the run went on to exit 0, or hung, as if SIGTERM had not come."""
     run_dir = tmp_path / "run"
     args = (["eval", "--persona", "A cowboy", "--persona", "A nurse", "-m", "test:slow-agent", "-j",
              "test:slow-judge", "--concurrency", "1"] if kind == "eval" else
             ["simulate", "--persona", "A nurse", "-m", "test:slow-agent", "-j", "test:slow-judge",
              "--user-model", "test:slow-user", "--turns", "6", "--sessions", "3", "--concurrency", "1"])
     process = subprocess.Popen([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(run_dir)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_ignore_sigint if sigint == "ignored" else None)
     deadline = time.time() + 90
     while _stored_calls(run_dir) < 3 and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
