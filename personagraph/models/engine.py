@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from personagraph.errors import PersonagraphError
+from personagraph.models.providers import PROVIDER_RULES
 from personagraph.models.spec import LOCAL_MODELS, LocalModel, parse_spec
 from personagraph.models.weights import cache_root, ensure_weights
 
@@ -286,7 +287,7 @@ def start_engines(specs: Iterable[str]) -> None:
             spec = parse_spec(text)
         except PersonagraphError:
             continue
-        if spec.provider == "local":
+        if PROVIDER_RULES[spec.provider].transport == "engine":  # as ModelClient routes it
             engine_for(spec.name).start_soon()
 
 
