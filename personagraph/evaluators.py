@@ -31,8 +31,7 @@ from personagraph.api import settings_for
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge, as_judge
-from personagraph.judges.judge import judge_answer
-from personagraph.judges.protocols import get_protocol
+from personagraph.judges.judge import judge_answer, ready_protocol
 from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.judges.scoring import minimum_score
@@ -175,7 +174,7 @@ class PersonaJudge:
         self.task = _task(rubric)
         self.rubric: Rubric = load_rubric(self.task.rubric)
         self.judge = _judge(judge, "judge", TURN_TOKENS, settings)
-        self.protocol = get_protocol(protocol, self.judge.name)  # an unknown name fails here, in one line
+        self.protocol = ready_protocol(protocol, self.judge.name)  # an unknown name fails here, in one line
         self.persona = persona
         self.key = key or self.task.rubric
         self.normalize = normalize

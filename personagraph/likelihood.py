@@ -110,6 +110,12 @@ def _load(name: str) -> tuple[Any, Any]:
     return _models[name]
 
 
+def loaded_models() -> list[str]:
+    """The models this process has scored text with (a run records their weights' hashes)."""
+    with _lock:
+        return sorted(_models)
+
+
 def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str = PACKAGED_LM) -> list[np.ndarray]:
     """Per token of each ``(prefix, continuation)``, the log-probability of the continuation's token after
     the prefix and the tokens before it (natural log). An empty continuation has none."""

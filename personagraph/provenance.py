@@ -9,7 +9,8 @@ view`` and checked by ``personagraph compare``, which warns when two runs differ
   refusal markers, task specs, the environment pool (:func:`personagraph.resources.used_files`). A run
   resumed after a file changed holds both hashes, ``old+new``.
 - ``weights``: the sha256 of each embedded model the config names (``local:<name>``), the hash its
-  weights are verified against before use.
+  weights are verified against before use, and of each one the process scored text with
+  (``likelihood:<name>``: the ``evidence`` judge's features), recorded as the run ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from personagraph.likelihood import loaded_models
 from personagraph.models import LOCAL_MODELS
 from personagraph.models.engine import is_built, server_path
 from personagraph.resources import data_hash, used_files
@@ -80,6 +82,12 @@ def weight_hashes(config: Any) -> dict[str, str]:
     (JSON data: a run config dumped to JSON)."""
     return {spec: LOCAL_MODELS[spec.removeprefix("local:")].sha256 for spec in sorted(set(_strings(config)))
             if spec.startswith("local:") and spec.removeprefix("local:") in LOCAL_MODELS}
+
+
+def scoring_weight_hashes() -> dict[str, str]:
+    """``likelihood:<name>`` → sha256 of the weights of every embedded model this process scored text with
+    (the ``evidence`` judge's likelihood features: a run's scores depend on them whatever its judge)."""
+    return {f"likelihood:{name}": LOCAL_MODELS[name].sha256 for name in loaded_models()}
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from personagraph.cli import app
+from personagraph import provenance
 from personagraph.models import LOCAL_MODELS
 from personagraph.provenance import (
     data_file_hashes,
@@ -63,6 +64,16 @@ def test_weights_of_every_embedded_model_named_in_the_config():
     assert weight_hashes({"models": ["openai:gpt-4o", "local:unknown"]}) == {}
 
 
+def test_the_weights_of_a_model_the_process_scored_text_with_are_recorded(monkeypatch):
+    """The evidence judge's likelihood features run the embedded 0.5B whatever the judge: its weights are
+    part of what the scores depend on."""
+    monkeypatch.setattr(provenance, "loaded_models", lambda: ["qwen2.5-coder-0.5b"])
+    assert provenance.scoring_weight_hashes() == {
+        "likelihood:qwen2.5-coder-0.5b": LOCAL_MODELS["qwen2.5-coder-0.5b"].sha256}
+    monkeypatch.setattr(provenance, "loaded_models", lambda: [])
+    assert provenance.scoring_weight_hashes() == {}
+
+
 def test_differences_name_each_entry_both_runs_record_differently():
     a = {"versions": {"torch": "2.13.0", "openai": "3.5"},
          "data_files": {RUBRIC: "aaa", "prompts/x.yaml": "1"}, "weights": {"local:m": "s1"}}
@@ -93,7 +104,8 @@ def _meta(run_dir: Path, key: str):
 
 def test_an_eval_run_records_its_provenance(eval_run):
     assert _meta(eval_run, "versions")["langgraph"] == library_versions()["langgraph"]
-    assert _meta(eval_run, "weights") == {}  # test models only
+    # test models only: no local: weights (a likelihood: entry when an earlier test in this process scored)
+    assert not [key for key in _meta(eval_run, "weights") if not key.startswith("likelihood:")]
     files = _meta(eval_run, "data_files")
     for path in (RUBRIC, "judges/refusal_markers.yaml", "environments/pool.yaml", "environments/tasks.yaml",
                  "prompts/judge.yaml", "prompts/persona.yaml"):

@@ -8,6 +8,7 @@ from typing import Any
 
 from personagraph.judges.features import Text
 from personagraph.judges.features import compute as compute_features
+from personagraph.judges.features import require as require_features
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
     TOP_LOGPROBS,
@@ -19,6 +20,7 @@ from personagraph.judges.protocols import (
     checklist_schema,
     checklist_score,
     checklist_text,
+    evidence_features,
     evidence_model,
     expected_score,
     fence,
@@ -42,6 +44,16 @@ from personagraph.schemas import (
     Verdict,
     short_id,
 )
+
+
+def ready_protocol(name: str | None, judge: str) -> Protocol:
+    """:func:`get_protocol`, checked to run here: a weighed protocol's fitted models may read the
+    likelihood features, which need the embedded 0.5B's weights — one line saying so before anything is
+    judged, not a failure at the first verdict."""
+    protocol = get_protocol(name, judge)
+    if protocol.weighed:
+        require_features(evidence_features())
+    return protocol
 
 
 async def write_exemplars(client: ModelClient, persona: str, task: Task, question: Question) -> Exemplars:

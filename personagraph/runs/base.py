@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 from personagraph.errors import PersonagraphError
 from personagraph.files import write_atomic
 from personagraph.models import Meter
-from personagraph.provenance import data_file_hashes, library_versions, weight_hashes
+from personagraph.provenance import data_file_hashes, library_versions, scoring_weight_hashes, weight_hashes
 from personagraph.redact import redact_text
 from personagraph.store import STORE_FILE, STORE_FILES, RunStore
 
@@ -345,6 +345,8 @@ class Run:
             try:  # the data files this process read: known only now (provenance.data_file_hashes)
                 if not isinstance(exc, PersonagraphError):
                     self._store.set_meta("data_files", data_file_hashes(self._store.get_meta("data_files")))
+                    self._store.set_meta("weights", {**(self._store.get_meta("weights") or {}),
+                                                     **scoring_weight_hashes()})
             finally:
                 self._close(exc)
 

@@ -20,7 +20,8 @@ from personagraph.agents.controls import contrast_persona, control_names, contro
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge
-from personagraph.judges.protocols import get_protocol, reads_exemplars
+from personagraph.judges.judge import ready_protocol
+from personagraph.judges.protocols import reads_exemplars
 from personagraph.judges.scoring import score_items, summarize_scores, used_score_kind
 from personagraph.models import ModelSettings, parse_spec
 from personagraph.models.engine import start_engines
@@ -226,7 +227,7 @@ async def run(
         if spec not in named and spec not in plugins.paths and spec not in config.judges:
             parse_spec(spec)
     for spec in config.judges:
-        get_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
+        ready_protocol(config.judge_protocol, spec)  # an unknown name: one line before anything runs
     check_judges(config)
     with Run(KIND, run_dir, config, exclude={"benchmark"}, on_progress=on_progress, write_behind=True,
              retry_failed=config.retry_failed, retry_permanent=config.retry_permanent) as run:

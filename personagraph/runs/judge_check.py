@@ -28,9 +28,8 @@ from personagraph.agents.controls import control_kind
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge
-from personagraph.judges.judge import score_response
+from personagraph.judges.judge import ready_protocol, score_response
 from personagraph.judges.meta_eval import CriterionCatalogue, load_items, question_text
-from personagraph.judges.protocols import get_protocol
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.judges.validity import (
     CONTRADICTION_CRITERION,
@@ -286,7 +285,7 @@ async def run(
             "(it writes the variants)"
         )
     parse_spec(generator)
-    protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
+    protocols = {spec: ready_protocol(config.judge_protocol, spec) for spec in judges}
     settings = (settings or ModelSettings()).model_copy(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )

