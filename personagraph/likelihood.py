@@ -25,6 +25,7 @@ import numpy as np
 
 from personagraph.embeddings import quiet_transformers
 from personagraph.errors import PersonagraphError
+from personagraph.files import read_json
 from personagraph.models.spec import LOCAL_MODELS
 from personagraph.models.weights import cache_root, ensure_weights, is_installed
 
@@ -33,7 +34,7 @@ PACKAGED_LM = "qwen2.5-coder-0.5b"
 MAX_TOKENS = 1024  # a prefix is cut from its start to keep prefix + continuation within this many tokens
 
 _lock = threading.Lock()  # the loaded models; one forward pass at a time
-_models: dict[str, tuple[Any, Any]] = {}
+_models: dict[str, _Qwen2] = {}
 
 
 def require_installed(name: str = PACKAGED_LM) -> None:
@@ -98,15 +99,71 @@ def _convert(gguf: Path, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _load(name: str) -> tuple[Any, Any]:
-    if name not in _models:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+class _Qwen2:
+    """Qwen2's forward pass in plain torch, from the converted folder: transformers' import and its
+    tokenizer cost ~5 s of CPU on first use (a quick run judges one reply with these features), this
+    ~1 s. The same log-probabilities as transformers' model (tests/test_likelihood.py)."""
 
-        quiet_transformers()
-        folder = model_folder(name)
-        lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        _models[name] = (AutoTokenizer.from_pretrained(folder), lm)
+    def __init__(self, folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file
+        from tokenizers import Tokenizer
+
+        config = read_json(folder / "config.json")
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.eos = int(config["eos_token_id"])
+        self.w = load_file(str(folder / "model.safetensors"))
+        self.layers = int(config["num_hidden_layers"])
+        self.heads, self.kv_heads = int(config["num_attention_heads"]), int(config["num_key_value_heads"])
+        self.head_dim = int(config["hidden_size"]) // self.heads
+        self.eps = float(config["rms_norm_eps"])
+        theta = float((config.get("rope_parameters") or {}).get("rope_theta") or config.get("rope_theta"))
+        steps = torch.arange(0, self.head_dim, 2, dtype=torch.float32)
+        self.inv_freq = 1.0 / theta ** (steps / self.head_dim)
+        self.output = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])  # tied or not
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def _norm(self, x: Any, weight: Any) -> Any:
+        import torch
+
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
+
+    def hidden(self, ids: list[int]) -> Any:
+        """The last layer's normalized hidden states of ``ids``, (tokens, hidden)."""
+        import torch
+        import torch.nn.functional as F
+
+        w, n, d = self.w, len(ids), self.head_dim
+        x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+        angles = torch.outer(torch.arange(n, dtype=torch.float32), self.inv_freq)
+        cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+
+        def rotate(t: Any) -> Any:
+            half = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-half[1], half[0]], -1) * sin
+
+        for i in range(self.layers):
+            p = f"model.layers.{i}."
+            h = self._norm(x, w[p + "input_layernorm.weight"])
+            q = F.linear(h, w[p + "self_attn.q_proj.weight"], w[p + "self_attn.q_proj.bias"])
+            k = F.linear(h, w[p + "self_attn.k_proj.weight"], w[p + "self_attn.k_proj.bias"])
+            v = F.linear(h, w[p + "self_attn.v_proj.weight"], w[p + "self_attn.v_proj.bias"])
+            q, k, v = (t.view(n, -1, d).transpose(0, 1) for t in (q, k, v))
+            group = self.heads // self.kv_heads
+            k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+            attended = F.scaled_dot_product_attention(rotate(q), rotate(k), v, is_causal=True)
+            x = x + F.linear(attended.transpose(0, 1).reshape(n, -1), w[p + "self_attn.o_proj.weight"])
+            h = self._norm(x, w[p + "post_attention_layernorm.weight"])
+            gate = F.silu(F.linear(h, w[p + "mlp.gate_proj.weight"]))
+            x = x + F.linear(gate * F.linear(h, w[p + "mlp.up_proj.weight"]), w[p + "mlp.down_proj.weight"])
+        return self._norm(x, w["model.norm.weight"])
+
+
+def _load(name: str) -> _Qwen2:
+    if name not in _models:
+        _models[name] = _Qwen2(model_folder(name))
     return _models[name]
 
 
@@ -120,21 +177,19 @@ def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str = PACKAGED
     """Per token of each ``(prefix, continuation)``, the log-probability of the continuation's token after
     the prefix and the tokens before it (natural log). An empty continuation has none."""
     import torch
+    import torch.nn.functional as F
 
     out: list[np.ndarray] = []
     with _lock:
-        tokenizer, lm = _load(name)
+        lm = _load(name)
         for prefix, continuation in pairs:
-            head = tokenizer(prefix, add_special_tokens=False).input_ids
-            tail = tokenizer(continuation, add_special_tokens=False).input_ids[:MAX_TOKENS - 1]
-            head = head[max(0, len(head) + len(tail) - MAX_TOKENS):] or [tokenizer.eos_token_id]
+            head, tail = lm.encode(prefix), lm.encode(continuation)[:MAX_TOKENS - 1]
+            head = head[max(0, len(head) + len(tail) - MAX_TOKENS):] or [lm.eos]
             if not tail:
                 out.append(np.zeros(0))
                 continue
-            ids = torch.tensor([head + tail])
             with torch.inference_mode():  # the output layer (151k words) only where a token is scored
-                hidden = lm.model(ids).last_hidden_state[0, len(head) - 1:-1]
-                logits = lm.lm_head(hidden).float()
+                logits = F.linear(lm.hidden(head + tail)[len(head) - 1:-1], lm.output)
             chosen = torch.log_softmax(logits, -1).gather(1, torch.tensor(tail)[:, None])[:, 0]
             out.append(chosen.numpy().astype(np.float64))
     return out

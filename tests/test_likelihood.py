@@ -15,20 +15,27 @@ def test_an_unknown_model_is_one_line_naming_the_known_ones() -> None:
 
 
 @pytest.mark.embedded
-def test_the_scores_are_the_full_models_log_softmax_at_each_continuation_token() -> None:
+def test_the_scores_are_transformers_log_softmax_at_each_continuation_token() -> None:
+    """The plain-torch forward pass gives transformers' own model's log-probabilities, on its tokens."""
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    prefix, continuation = "User1: what do you do for a living ?\nUser2:", " mechanical engineer for chevy"
-    [scored] = likelihood.continuation_logprobs([(prefix, continuation)])
-    tokenizer, lm = likelihood._load(likelihood.PACKAGED_LM)
-    head = tokenizer(prefix, add_special_tokens=False).input_ids
-    tail = tokenizer(continuation, add_special_tokens=False).input_ids
-    with torch.inference_mode():
-        logits = lm(torch.tensor([head + tail])).logits[0].float()
-    reference = [float(torch.log_softmax(logits[len(head) - 1 + i], -1)[token])
-                 for i, token in enumerate(tail)]
-    assert len(scored) == len(tail)
-    np.testing.assert_allclose(scored, reference, atol=1e-4)
+    pairs = [("User1: what do you do for a living ?\nUser2:", " mechanical engineer for chevy"),
+             ("Persona of Answer: Émile, a café owner in 東京 🤠\n\nQuestion: Coffee?\nAnswer:",
+              " Oui, naïvely.")]
+    scored = likelihood.continuation_logprobs(pairs)
+    folder = likelihood.model_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    for (prefix, continuation), mine in zip(pairs, scored, strict=True):
+        head = tokenizer(prefix, add_special_tokens=False).input_ids
+        tail = tokenizer(continuation, add_special_tokens=False).input_ids
+        with torch.inference_mode():
+            logits = lm(torch.tensor([head + tail])).logits[0].float()
+        reference = [float(torch.log_softmax(logits[len(head) - 1 + i], -1)[token])
+                     for i, token in enumerate(tail)]
+        assert len(mine) == len(tail)
+        np.testing.assert_allclose(mine, reference, atol=2e-4)
 
 
 @pytest.mark.embedded
