@@ -31,6 +31,11 @@ The figures line is ``ratio_to_ideal@128 <x> speedup_vs_sequential@32 <y> cpu_ms
 @128 <c> worst <z>``; the last line gives the CPU target's verdict at each level,
 ``cpu_target ≤2ms @8 <a> met|NOT met, @32 …: met|NOT met``.
 
+``--judge-protocol`` (default ``rationale``): the ``evidence`` protocol, the default for ``openai:`` judges,
+computes text features in this process — MiniLM cosines and the 0.5B's log-likelihoods of each Persona
+Consistency reply (``judges/features.py``), ~1 s of CPU per such verdict — which is the judge's own model
+compute, like the server's, not the framework's overhead; ``--judge-protocol evidence`` measures with it.
+
 CPU time is this process's user + system time, so the lead's llama-server runs on the same cores move it
 less than wall time; they still move it (shared caches, frequency, preemption), hence the load average.
 """
@@ -66,10 +71,10 @@ from personagraph.runs.eval import run as run_eval  # noqa: E402
 CPU_TARGET_MS = 2.0
 
 
-async def one_run(server: ServerProcess, people: list, concurrency: int) -> dict:
+async def one_run(server: ServerProcess, people: list, concurrency: int, protocol: str) -> dict:
     """One evaluation of ``people`` at ``concurrency``: calls, wall, this process's CPU, the server's CPU."""
     config = EvalConfig(personas=people, models=["openai:persona-model"], judges=["openai:judge-model"],
-                        generator="openai:generator-model", concurrency=concurrency)
+                        generator="openai:generator-model", concurrency=concurrency, judge_protocol=protocol)
     settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
     server.reset()
     clear_cache()  # each level embeds its texts afresh (the judges' text features), as a new process would
@@ -113,12 +118,12 @@ def cpu_target_line(results: dict[int, dict], n_personas: int) -> str:
 
 
 async def bench(
-    server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int
+    server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int, protocol: str,
 ) -> None:
-    await one_run(server, personas(2, offset=5000), 8)  # warm-up: imports, connections, caches
+    await one_run(server, personas(2, offset=5000), 8, protocol)  # warm-up: imports, connections, caches
     gc.freeze()  # as `personagraph eval` does once its imports are done
     print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own "
-          "process")
+          f"process, judge protocol {protocol}")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "
           f"{'seq. s':>8} {'speedup':>8} {'cpu ms/call':>11} {'switches/call':>13} {'max in flight':>13} "
           f"{'srv ms/call':>11} {'srv switches/call':>17} {'wake µs':>7}  load avg at start → end")
@@ -126,7 +131,7 @@ async def bench(
     for level in levels:
         people = personas(min(sequential, n_personas) if level == 1 else n_personas)
         load, wake = load_average(), wake_cost_us()
-        r = await one_run(server, people, level)
+        r = await one_run(server, people, level, protocol)
         rate = r["calls"] / r["wall"]
         ideal = level / delay
         sequential_s = r["calls"] * delay
@@ -159,12 +164,15 @@ def main() -> None:
                         "(an LLM-like latency; at C = 128 the fixed cost of a 128-reply wave is ~0.3 s)")
     parser.add_argument("--concurrency", default="1,8,32,128", help="comma-separated levels")
     parser.add_argument("--sequential-personas", type=int, default=3, help="personas measured at C = 1")
+    parser.add_argument("--judge-protocol", default="rationale",
+                        help="how the judges are asked; evidence adds its local text features' CPU")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     print(machine())
     _fast_event_loop()  # as `personagraph eval` does
     with fake_server(delay=args.delay) as server:
-        asyncio.run(bench(server, args.personas, args.delay, levels, args.sequential_personas))
+        asyncio.run(bench(server, args.personas, args.delay, levels, args.sequential_personas,
+                          args.judge_protocol))
 
 
 if __name__ == "__main__":
