@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,10 @@ PACKAGED_LM = "qwen2.5-coder-0.5b"
 """The embedded model whose likelihoods the judge's features read (the smaller one: 2 GB in fp32)."""
 MAX_TOKENS = 1024  # a prefix is cut from its start to keep prefix + continuation within this many tokens
 
-_lock = threading.Lock()  # the loaded models; one forward pass at a time
+CACHE_SIZE = 4096  # pairs kept per process: a resumed run or a repeated judge-check scores the same replies
+_lock = threading.Lock()  # the loaded models and the cache; one forward pass at a time
 _models: dict[str, _Qwen2] = {}
+_cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
 
 
 def require_installed(name: str = PACKAGED_LM) -> None:
@@ -183,6 +186,11 @@ def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str = PACKAGED
     with _lock:
         lm = _load(name)
         for prefix, continuation in pairs:
+            key = (name, prefix, continuation)
+            if key in _cache:
+                _cache.move_to_end(key)
+                out.append(_cache[key])
+                continue
             head, tail = lm.encode(prefix), lm.encode(continuation)[:MAX_TOKENS - 1]
             head = head[max(0, len(head) + len(tail) - MAX_TOKENS):] or [lm.eos]
             if not tail:
@@ -191,5 +199,9 @@ def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str = PACKAGED
             with torch.inference_mode():  # the output layer (151k words) only where a token is scored
                 logits = F.linear(lm.hidden(head + tail)[len(head) - 1:-1], lm.output)
             chosen = torch.log_softmax(logits, -1).gather(1, torch.tensor(tail)[:, None])[:, 0]
-            out.append(chosen.numpy().astype(np.float64))
+            _cache[key] = chosen.numpy().astype(np.float64)
+            _cache[key].setflags(write=False)  # shared by every caller that asks again
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+            out.append(_cache[key])
     return out

@@ -61,3 +61,19 @@ def test_a_judge_reading_likelihoods_without_the_weights_is_refused_in_one_line(
                        r"install 'personagraph\[local\]', or judge with --judge-protocol"):
         ready_protocol(None, "openai:gpt-4o-mini")
     assert ready_protocol("rationale", "openai:gpt-4o-mini").name == "rationale"
+
+
+@pytest.mark.embedded
+def test_a_pair_scored_before_is_served_from_the_cache(monkeypatch) -> None:
+    pair = ("User1: any pets ?\nUser2:", " a black lab named trooper")
+    [first] = likelihood.continuation_logprobs([pair])
+    lm = likelihood._load(likelihood.PACKAGED_LM)
+
+    def no_forward(ids):
+        raise AssertionError("a forward pass for a pair already scored")
+
+    monkeypatch.setattr(lm, "hidden", no_forward)
+    [again] = likelihood.continuation_logprobs([pair])
+    np.testing.assert_array_equal(again, first)
+    with pytest.raises(AssertionError, match="forward pass"):
+        likelihood.continuation_logprobs([(pair[0], " a grey cat")])

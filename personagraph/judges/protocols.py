@@ -102,7 +102,7 @@ PROTOCOLS: dict[str, Protocol] = {
 # Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
 # out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.800 with Uses
 # Knowledge and 0.588 with Overall (0.774 / 0.580 as scored, gate included: bench/judge_protocols.py;
-# with the 0.5B's likelihood features since 2026-12-02, 0.779 / 0.569 and 0.744 / 0.563 without them),
+# since 2026-12-02 with the 0.5B's likelihood features: 0.779 / 0.569 and 0.744 / 0.563 without them),
 # where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
@@ -123,12 +123,11 @@ def get_protocol(name: str | None, judge: str) -> Protocol:
         provider = judge.partition(":")[0].partition("@")[0]  # openai@endpoint:model too
         name = DEFAULT_PROTOCOL if provider in MODEL_JUDGES else SCRIPTED_PROTOCOL
     try:
-        protocol = PROTOCOLS[name]
+        return PROTOCOLS[name]
     except KeyError:
         raise PersonagraphError(
             f"--judge-protocol {name!r}: unknown; choose one of {', '.join(PROTOCOLS)}"
         ) from None
-    return protocol
 
 
 def evidence_features() -> set[str]:
