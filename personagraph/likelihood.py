@@ -6,7 +6,8 @@ without it, says how much the reply draws on the persona — paraphrases include
 llama-server cannot score a given text: it returns log-probabilities of the tokens it generates, and a
 grammar forcing the text picks non-canonical tokens (" mechanical" came out as " "+"me"+"chan"+"ical", one
 at −13 nats). So the GGUF is converted once with transformers (``gguf_file=``) into a cache folder
-(safetensors, fp32, the tokenizer beside it) and run as a causal LM: one forward pass scores every token.
+(safetensors, fp32, the tokenizer beside it), and Qwen2's forward pass runs on it in plain torch
+(:class:`_Qwen2`): one pass scores every token of a continuation.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def _convert(gguf: Path, folder: Path) -> None:
         config.save_pretrained(tmp)  # config.json last of all: model_folder() takes it as complete
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(tmp, folder)
+    except OSError as exc:  # a full disk, a read-only cache: one line, and the next run tries again
+        raise PersonagraphError(f"{folder}: cannot write the converted {gguf.name} ({exc.strerror or exc}); "
+                                "free space there or set $PERSONAGRAPH_CACHE_DIR") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

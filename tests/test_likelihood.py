@@ -77,3 +77,17 @@ def test_a_pair_scored_before_is_served_from_the_cache(monkeypatch) -> None:
     np.testing.assert_array_equal(again, first)
     with pytest.raises(AssertionError, match="forward pass"):
         likelihood.continuation_logprobs([(pair[0], " a grey cat")])
+
+
+def test_a_conversion_that_cannot_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch) -> None:
+    import transformers
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", full_disk)
+    folder = tmp_path / "likelihood" / "qwen"
+    expected = r"qwen: cannot write the converted m.gguf \(No space left on device\); free space there or set"
+    with pytest.raises(PersonagraphError, match=expected + r" \$PERSONAGRAPH_CACHE_DIR"):
+        likelihood._convert(tmp_path / "m.gguf", folder)
+    assert not folder.exists() and not list(folder.parent.glob("*.tmp*"))
