@@ -61,7 +61,7 @@ from personagraph.judges.features import BASELINES, Text  # noqa: E402
 from personagraph.judges.features import compute as compute_features  # noqa: E402
 from personagraph.judges.judge import exemplar_text, score_response, write_exemplars  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
-from personagraph.judges.protocols import PROTOCOLS, asked_checks, get_protocol  # noqa: E402
+from personagraph.judges.protocols import PROTOCOLS, asked_checks, gate_share, get_protocol  # noqa: E402
 from personagraph.judges.validity import variant_stats  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.engine import engine_for  # noqa: E402
@@ -152,10 +152,11 @@ def usr_rows(rows: list[dict[str, Any]], protocols: list[str], usr: list[MetaIte
             pred = cross_validate(x, target(knowledge, overall), groups, 1.0, 1, args.seed)[0]
             # times the gates, as the protocol scores: a reply the judge takes for an AI disclosure sinks
             rubric = CriterionCatalogue().resolve(usr[0].criterion).rubric
-            gates = [f"check:{c.name}" for c in asked_checks(PROTOCOLS[protocol], rubric) if c.gate]
-            if any(mine[i]["inputs"].get(g) is None for i in ids for g in gates):
+            gates = [c for c in asked_checks(PROTOCOLS[protocol], rubric) if c.gate]
+            if any(mine[i]["inputs"].get(f"check:{g.name}") is None for i in ids for g in gates):
                 continue
-            pred = pred * np.array([np.prod([mine[i]["inputs"][g] for g in gates]) for i in ids])
+            pred = pred * np.array([gate_share(gates, [mine[i]["inputs"][f"check:{g.name}"] for g in gates])
+                                    for i in ids])
             out.append({"row": "evidence (CV by context)", "knowledge": rho_ci(pred, knowledge, args.seed),
                         "overall": rho_ci(pred, overall, args.seed), "failed": failed, "protocol": protocol,
                         "kind": "expected", "values": pred, "keep": list(range(len(ids)))})

@@ -282,7 +282,7 @@ def checklist_score(
     checks: Sequence[Check], answers: dict[str, Any], logprobs: Sequence[TokenLogprobs] | None,
     scale: tuple[int, int], facts: int,
 ) -> tuple[int, float | None, list[float | None]]:
-    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · Π good over gates.
+    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · :func:`gate_share`.
 
     ``good`` is 1/0 from the stated answers for the integer score (rounded) and P(good) from the
     log-probabilities for the expected one (None unless every check has them). Returns both and the
@@ -398,5 +398,11 @@ def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -
 
 
 def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
-    """Π P(good) over the gates: what an AI disclosure leaves of the score."""
-    return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
+    """Π min(1, 2·P(good)) over the gates: what an AI disclosure leaves of the score.
+
+    A gate is a yes/no decision: it lowers the score only where the judge finds the bad answer the likelier
+    one (P(good) < ½), down to nothing as P(good) → 0; stated answers (1/0) keep or zero the score. Until
+    2026-12-02 the plain P(good) was multiplied in: on the USR dev files, where no reply discloses anything,
+    the 1.5B's P(no disclosure) of 0.58–0.74 scaled ordinary replies by noise and cost the fitted score
+    ~0.03 of ρ (bench/judge_protocols.py against bench/fit_evidence.py's cross-validated figure)."""
+    return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)
