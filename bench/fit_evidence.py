@@ -18,6 +18,7 @@ refits the chosen set on all 150 replies and writes ``personagraph/judges/eviden
 
     .venv/bin/python bench/fit_evidence.py                      # CV table of every candidate set
     .venv/bin/python bench/fit_evidence.py --write              # and write the chosen model
+    .venv/bin/python bench/fit_evidence.py --no-checks          # no judge call: the text-only sets
 
 Tune on these files only: held-out contexts of the same source check the final figures.
 """
@@ -200,6 +201,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help=f"write personagraph/{EVIDENCE_FILE}")
+    parser.add_argument("--no-checks", action="store_true",
+                        help="make no judge call: skip the input sets that read the checklist's answers")
     args = parser.parse_args()
 
     print(machine(), flush=True)
@@ -208,20 +211,28 @@ def main() -> None:
     texts = [Text(persona=i.persona, question=question_text(i), response=i.response) for i in items]
     text_inputs = (n for inputs in CANDIDATES.values() for n in inputs if not n.startswith("check:"))
     features = compute_features(tuple(dict.fromkeys((*text_inputs, *BASELINES))), texts)
-    checks, seconds = asyncio.run(read_checks(items, args.judge, args.cache, args.base_url, args.concurrency))
-    if any(v is None for row in checks for v in row.values()):
-        raise SystemExit("the judge returned no log-probabilities: the checks' P(good) cannot be read")
-    columns = {**features, **{name: [float(row[name]) for row in checks] for name in CHECKS}}
+    candidates = {label: inputs for label, inputs in CANDIDATES.items()
+                  if not (args.no_checks and any(n.startswith("check:") for n in inputs))}
+    columns: dict[str, list[float]] = dict(features)
+    if args.no_checks:
+        print(f"{len(items)} replies, {len(set(groups))} contexts; no judge call (--no-checks): "
+              f"{len(CANDIDATES) - len(candidates)} input sets that read checks skipped")
+    else:
+        checks, seconds = asyncio.run(read_checks(items, args.judge, args.cache, args.base_url,
+                                                  args.concurrency))
+        if any(v is None for row in checks for v in row.values()):
+            raise SystemExit("the judge returned no log-probabilities: the checks' P(good) cannot be read")
+        columns.update({name: [float(row[name]) for row in checks] for name in CHECKS})
+        print(f"{len(items)} replies, {len(set(groups))} contexts; judge {args.judge}: "
+              f"{seconds:.1f} s per verdict sent (cached calls not counted)")
     share = target(knowledge, overall)
-    print(f"{len(items)} replies, {len(set(groups))} contexts; judge {args.judge}: "
-          f"{seconds:.1f} s per verdict sent (cached calls not counted)")
     print(f"\n{'inputs':34} {'ρ Uses Knowledge [95% CI]':>28} {'ρ Overall [95% CI]':>26}")
     for name in BASELINES:
         values = np.asarray(columns[name])
         k, o = rho_ci(values, knowledge, args.seed), rho_ci(values, overall, args.seed)
         print(f"{'baseline: ' + name:34} {_row(k, o)}")
     results: dict[str, Any] = {}
-    for label, inputs in CANDIDATES.items():
+    for label, inputs in candidates.items():
         x = np.column_stack([columns[n] for n in inputs])
         preds = cross_validate(x, share, groups, args.c, args.repeats, args.seed)
         k_mean = float(np.mean([spearman(p, knowledge) for p in preds]))
