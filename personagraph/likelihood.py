@@ -8,6 +8,11 @@ grammar forcing the text picks non-canonical tokens (" mechanical" came out as "
 at −13 nats). So the GGUF is converted once with transformers (``gguf_file=``) into a cache folder
 (safetensors, fp32, the tokenizer beside it), and Qwen2's forward pass runs on it in plain torch
 (:class:`_Qwen2`): one pass scores every token of a continuation.
+
+``$PERSONAGRAPH_LIKELIHOOD_MODEL=test`` swaps in :data:`TEST_LM`, a deterministic scorer with no weights
+(a word of the continuation that the prefix holds is likelier), as ``test:`` models stand in for LLMs: the
+test suite sets it, so tests that judge with the ``evidence`` protocol run no 0.5B forward pass. A run
+records which scorer it read (``provenance.json``: ``likelihood:<name>``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import fcntl
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict
@@ -35,19 +41,40 @@ PACKAGED_LM = "qwen2.5-coder-0.5b"
 """The embedded model whose likelihoods the judge's features read (the smaller one: 2 GB in fp32)."""
 MAX_TOKENS = 1024  # a prefix is cut from its start to keep prefix + continuation within this many tokens
 
+MODEL_ENV = "PERSONAGRAPH_LIKELIHOOD_MODEL"
+TEST_LM = "test"
+"""The deterministic scorer: −1 nat per continuation word found in the prefix, −6 per other word."""
+
 CACHE_SIZE = 4096  # pairs kept per process: a resumed run or a repeated judge-check scores the same replies
 _lock = threading.Lock()  # the loaded models and the cache; one forward pass at a time
 _models: dict[str, _Qwen2] = {}
 _cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+_scored_by_test_lm = False
+_WORD = re.compile(r"\w+")
 
 
-def require_installed(name: str = PACKAGED_LM) -> None:
-    """Raises when the model's weight packages are not installed, saying what to do instead.
+def scoring_model() -> str:
+    """The model the likelihood features read: ``$PERSONAGRAPH_LIKELIHOOD_MODEL``, else :data:`PACKAGED_LM`.
+
+    Raises:
+        PersonagraphError: for any other name (the fitted evidence weights read the packaged model's).
+    """
+    name = os.environ.get(MODEL_ENV) or PACKAGED_LM
+    if name not in (PACKAGED_LM, TEST_LM):
+        raise PersonagraphError(f"${MODEL_ENV}={name!r}: the evidence judge's weights are fitted on "
+                                f"{PACKAGED_LM}'s likelihoods; choose {PACKAGED_LM} or {TEST_LM}")
+    return name
+
+
+def require_installed(name: str | None = None) -> None:
+    """Raises when the model's (default: :func:`scoring_model`) weight packages are not installed, saying
+    what to do instead.
 
     Raises:
         PersonagraphError: one line naming the model, the extra that installs it and the alternative.
     """
-    if not is_installed(LOCAL_MODELS[name]):
+    name = name or scoring_model()
+    if name != TEST_LM and not is_installed(LOCAL_MODELS[name]):
         raise PersonagraphError(
             f"the evidence judge's likelihood features run the embedded {name}, which is not installed: "
             "pip install 'personagraph[local]', or judge with --judge-protocol rationale"
@@ -174,15 +201,44 @@ def _load(name: str) -> _Qwen2:
     return _models[name]
 
 
+def load_soon(name: str | None = None) -> None:
+    """Loads the model (default: :func:`scoring_model`) on a background thread, so the first scoring call
+    finds it ready; a load that fails is left to that call, which loads again and raises."""
+    name = name or scoring_model()
+    if name != TEST_LM and name not in _models:
+        threading.Thread(target=_load_quietly, args=(name,), name="personagraph-likelihood-load",
+                         daemon=True).start()
+
+
+def _load_quietly(name: str) -> None:
+    try:
+        with _lock:
+            _load(name)
+    except Exception:  # noqa: BLE001 - reported by the first scoring call, which loads again
+        logging.getLogger(__name__).debug("loading %s in the background failed", name, exc_info=True)
+
+
 def loaded_models() -> list[str]:
     """The models this process has scored text with (a run records their weights' hashes)."""
     with _lock:
-        return sorted(_models)
+        return sorted([*_models, *([TEST_LM] if _scored_by_test_lm else [])])
 
 
-def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str = PACKAGED_LM) -> list[np.ndarray]:
+def _test_logprobs(prefix: str, continuation: str) -> np.ndarray:
+    seen = set(_WORD.findall(prefix.lower()))
+    return np.array([-1.0 if w in seen else -6.0 for w in _WORD.findall(continuation.lower())])
+
+
+def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str | None = None) -> list[np.ndarray]:
     """Per token of each ``(prefix, continuation)``, the log-probability of the continuation's token after
-    the prefix and the tokens before it (natural log). An empty continuation has none."""
+    the prefix and the tokens before it (natural log), under ``name`` (default: :func:`scoring_model`). An
+    empty continuation has none."""
+    global _scored_by_test_lm
+    name = name or scoring_model()
+    if name == TEST_LM:
+        with _lock:
+            _scored_by_test_lm = True
+        return [_test_logprobs(prefix, continuation) for prefix, continuation in pairs]
     import torch
     import torch.nn.functional as F
 

@@ -10,6 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# the evidence judge's likelihood features read the deterministic scorer, not the 0.5B (subprocesses too),
+# except in tests marked ``embedded``
+os.environ.setdefault("PERSONAGRAPH_LIKELIHOOD_MODEL", "test")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_dir(tmp_path: Path) -> Path:
     """A fresh run directory."""
     return tmp_path / "run"
+
+
+@pytest.fixture(autouse=True)
+def _likelihood_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests of the real embedded models score likelihoods with the packaged 0.5B."""
+    if "embedded" in request.keywords:
+        from personagraph.likelihood import MODEL_ENV, PACKAGED_LM
+
+        monkeypatch.setenv(MODEL_ENV, PACKAGED_LM)
 
 
 def embedded_available() -> bool:

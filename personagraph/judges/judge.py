@@ -8,6 +8,7 @@ from typing import Any
 
 from personagraph.judges.features import Text
 from personagraph.judges.features import compute as compute_features
+from personagraph.judges.features import prepare as prepare_features
 from personagraph.judges.features import require as require_features
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
@@ -53,6 +54,7 @@ def ready_protocol(name: str | None, judge: str) -> Protocol:
     protocol = get_protocol(name, judge)
     if protocol.weighed:
         require_features(evidence_features())
+        prepare_features(evidence_features())  # the 0.5B loads while the run's first stages work
     return protocol
 
 
@@ -172,8 +174,12 @@ async def _read_judge(
         inputs: dict[str, float | None] = dict(check_probabilities(checks, good))
         model = evidence_model(rubric) if protocol.weighed else None
         if model is not None:
+            # after the judge's call, not beside it: on 2 cores torch's threads beside llama.cpp's stalled the
+            # quick run's other judge calls (its verdicts ended ~10 s later with the same tokens)
             text = Text(persona=persona or "", question=question or "", response=response)
-            score, expected, weighed = await _weigh(model, checks, answers, good, text, rubric.scale)
+            features = await asyncio.to_thread(compute_features, model.features, [text])  # off the loop
+            values = {name: column[0] for name, column in features.items()}
+            score, expected, weighed = _weigh(model, checks, answers, good, values, rubric.scale)
             rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
             inputs.update(weighed)
         return Scored("ok", score, rationale, reply.raw, None, expected, inputs=inputs, cached=reply.cached)
@@ -187,16 +193,15 @@ async def _read_judge(
     return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected, cached=reply.cached)
 
 
-async def _weigh(
+def _weigh(
     model: EvidenceModel, checks: tuple[Check, ...], answers: dict[str, Any], good: list[float | None],
-    text: Text, scale: tuple[int, int],
+    values: dict[str, float], scale: tuple[int, int],
 ) -> tuple[int, float | None, dict[str, float]]:
-    """The ``evidence`` score: the fitted model over the checks' P(good) and the text features, times the
-    gates. The integer score reads the stated answers (1/0) where the expected one reads probabilities;
-    without log-probabilities only the integer score exists. Returns both and the inputs read."""
+    """The ``evidence`` score: the fitted model over the checks' P(good) and the text features' ``values``,
+    times the gates. The integer score reads the stated answers (1/0) where the expected one reads
+    probabilities; without log-probabilities only the integer score exists. Returns both and the inputs
+    read."""
     low, high = scale
-    features = await asyncio.to_thread(compute_features, model.features, [text])  # MiniLM: off the loop
-    values = {name: column[0] for name, column in features.items()}
     stated = stated_good(checks, answers)
     read = {**values, **check_probabilities(checks, stated)}
     integer = low + round((high - low) * model.share(read) * gate_share(checks, stated))
