@@ -38,9 +38,11 @@ from personagraph.store import RunStore
 
 KIND = "eval"
 # ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, answers of at
-# most 160 tokens, the first judge). The answer cap is the quick run's critical path on 2 cores: a
-# 256-token answer on the embedded 0.5B took 38 s, and its verdict could only start after it.
-QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 160}
+# most 128 tokens, the first judge). The answer cap is the quick run's critical path on 2 cores: a
+# 256-token answer on the embedded 0.5B took 38 s, and its verdict could only start after it. 160 until
+# 2026-12-02: in 8 quick runs 4 of 5 answers often ran to the cap, their last ~30 tokens repeating a
+# sentence or listing recipe steps, and every capped token is decoded by the 0.5B and read by the judge.
+QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults
 ADDED_WORK: dict[str, Any] = {"controls": False, "samples": 1}
