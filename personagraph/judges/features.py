@@ -65,11 +65,17 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in content_words(text))
 
 
+def _turns(question: str) -> tuple[list[str], list[re.Match[str] | None]]:
+    """The question's non-empty lines, stripped, and each one's ``Speaker: text`` match (None where a line
+    is not one)."""
+    lines = [line.strip() for line in question.splitlines() if line.strip()]
+    return lines, [_SPEAKER.match(line) for line in lines]
+
+
 def partner_text(question: str) -> str:
     """What the other side said: in a ``Speaker: text`` dialogue, the lines of the last line's speaker;
     otherwise the whole question."""
-    lines = [line for line in question.splitlines() if line.strip()]
-    turns = [_SPEAKER.match(line) for line in lines]
+    lines, turns = _turns(question)
     if not lines or turns[-1] is None:
         return question
     partner = turns[-1].group(1)
@@ -78,11 +84,10 @@ def partner_text(question: str) -> str:
 
 def last_turn(question: str) -> str:
     """The line the response answers (its speaker's name removed)."""
-    lines = [line for line in question.splitlines() if line.strip()]
+    lines, turns = _turns(question)
     if not lines:
         return ""
-    match = _SPEAKER.match(lines[-1])
-    return match.group(2) if match else lines[-1]
+    return turns[-1].group(2) if turns[-1] else lines[-1]
 
 
 def _words(text: str) -> list[str]:
@@ -173,8 +178,7 @@ def _max_cosines(name: str, texts: Sequence[Text], vectors: dict[str, np.ndarray
 def _dialogue_and_responder(t: Text) -> tuple[str, str]:
     """The question as dialogue lines and the name the response is said under: the other speaker of a
     ``Speaker: text`` dialogue, ``Answer`` after a plain question (``Question: …``)."""
-    lines = [line.strip() for line in t.question.splitlines() if line.strip()]
-    turns = [_SPEAKER.match(line) for line in lines]
+    lines, turns = _turns(t.question)
     if not lines or turns[-1] is None:
         return f"Question: {' '.join(lines)}", "Answer"
     last = turns[-1].group(1)
