@@ -100,10 +100,11 @@ PROTOCOLS: dict[str, Protocol] = {
 # 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). API judges used
 # "rationale", never measured.
 # Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
-# out in 5-fold CV, bench/fit_evidence.py) its fitted score ranks replies at Spearman 0.800 with Uses
-# Knowledge and 0.588 with Overall (0.774 / 0.580 as scored, gate included: bench/judge_protocols.py;
-# since 2026-12-02 with the 0.5B's likelihood features: 0.779 / 0.569 and 0.744 / 0.563 without them),
-# where the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
+# out in 5-fold CV, bench/fit_evidence.py) its fitted score, with the 0.5B's likelihood features, ranks
+# replies at Spearman 0.800 with Uses Knowledge and 0.588 with Overall (0.779 / 0.569 without those
+# features); as scored, gate included (bench/judge_protocols.py, one CV repeat): 0.774 / 0.580 (Xeon, cached
+# calls) and 0.780 / 0.583 (AMD EPYC, fresh calls, 2026-12-02; see gate_share). Beside it
+# the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
 # (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.680 / 0.576 and swap 1.00. No
@@ -282,7 +283,7 @@ def checklist_score(
     checks: Sequence[Check], answers: dict[str, Any], logprobs: Sequence[TokenLogprobs] | None,
     scale: tuple[int, int], facts: int,
 ) -> tuple[int, float | None, list[float | None]]:
-    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · :func:`gate_share`.
+    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · Π good over gates.
 
     ``good`` is 1/0 from the stated answers for the integer score (rounded) and P(good) from the
     log-probabilities for the expected one (None unless every check has them). Returns both and the
@@ -398,11 +399,12 @@ def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -
 
 
 def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
-    """Π min(1, 2·P(good)) over the gates: what an AI disclosure leaves of the score.
+    """Π P(good) over the gates: what an AI disclosure leaves of the score.
 
-    A gate is a yes/no decision: it lowers the score only where the judge finds the bad answer the likelier
-    one (P(good) < ½), down to nothing as P(good) → 0; stated answers (1/0) keep or zero the score. Until
-    2026-12-02 the plain P(good) was multiplied in: on the USR dev files, where no reply discloses anything,
-    the 1.5B's P(no disclosure) of 0.58–0.74 scaled ordinary replies by noise and cost the fitted score
-    ~0.03 of ρ (bench/judge_protocols.py against bench/fit_evidence.py's cross-validated figure)."""
-    return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)
+    The plain probability, not the judge's yes/no: tried on 2026-12-02 (same calls, 2-core AMD EPYC),
+    Π min(1, 2·P(good)) — the score left whole while the good answer is the likelier — raised the USR dev
+    figures by 0.008 / 0.006 (no reply there discloses anything; P(no) 0.57–0.75 is noise) but lowered
+    ``bench/rubric_dev``'s probability-weighted swap AUC from 0.80 to 0.73 and disclosure AUC from 0.68
+    to 0.57: the 1.5B's P(no disclosure) also falls for a reply that does not fit the persona, which
+    is signal the rubrics without fitted weights rely on."""
+    return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)

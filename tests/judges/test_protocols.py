@@ -138,7 +138,7 @@ def test_checklist_score_follows_the_rule() -> None:
     assert good == pytest.approx([0.9, 0.3, 0.8])
 
 
-def test_a_fact_question_reads_p_of_any_fact_and_a_gate_lowers_only_when_leaning_bad() -> None:
+def test_a_fact_question_reads_p_of_any_fact_and_a_gate_multiplies() -> None:
     checks = [Check(question="which fact?", answer="fact", weight=3),
               Check(question="contradicts?", good="no"), Check(question="an AI?", good="no", gate=True)]
     logprobs = tokens('{"q1": ', ("2", {"2": 0.5, "0": 0.3, "1": 0.1, "7": 0.1}),  # 7 > 3 facts: not a choice
@@ -148,15 +148,8 @@ def test_a_fact_question_reads_p_of_any_fact_and_a_gate_lowers_only_when_leaning
     score, expected, good = checklist_score(checks, answers, logprobs, (1, 5), facts=3)
     p_fact = 1 - 0.3 / 0.9
     assert good == pytest.approx([p_fact, 0.6, 0.9])
-    # the gate's good answer is the likelier one (0.9): it leaves the score whole
-    assert expected == pytest.approx(1 + 4 * (3 * p_fact + 0.6) / 4)
+    assert expected == pytest.approx(1 + 4 * (3 * p_fact + 0.6) / 4 * 0.9)
     assert score == 5
-    # where the judge leans to the bad answer (P(good) 0.3), the score keeps 2 · 0.3 of its share
-    leaning = tokens('{"q1": ', ("2", {"2": 0.5, "0": 0.3, "1": 0.1, "7": 0.1}),
-                     ', "q2": "', ("no", {"no": 0.6, "yes": 0.4}),
-                     '", "q3": "', ("yes", {"no": 0.3, "yes": 0.7}), '"}')
-    _, gated, _ = checklist_score(checks, answers | {"q3": "yes"}, leaning, (1, 5), facts=3)
-    assert gated == pytest.approx(1 + 4 * (3 * p_fact + 0.6) / 4 * 0.6)
     # Fact 0 is a response that shows no persona fact; a "yes" to the gate takes the score to the minimum.
     no_fact = {"q1": 0, "q2": "no", "q3": "no"}
     assert checklist_score(checks, no_fact, None, (1, 5), facts=3)[0] == 1 + round(4 * 1 / 4)
