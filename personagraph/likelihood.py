@@ -49,7 +49,7 @@ CACHE_SIZE = 4096  # pairs kept per process: a resumed run or a repeated judge-c
 _lock = threading.Lock()  # the loaded models and the cache; one forward pass at a time
 _models: dict[str, _Qwen2] = {}
 _cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
-_scored_by_test_lm = False
+_scored: set[str] = set()  # the scorers this process read (a background load alone is no score)
 _WORD = re.compile(r"\w+")
 
 
@@ -218,10 +218,10 @@ def _load_quietly(name: str) -> None:
         logging.getLogger(__name__).debug("loading %s in the background failed", name, exc_info=True)
 
 
-def loaded_models() -> list[str]:
+def scored_models() -> list[str]:
     """The models this process has scored text with (a run records their weights' hashes)."""
     with _lock:
-        return sorted([*_models, *([TEST_LM] if _scored_by_test_lm else [])])
+        return sorted(_scored)
 
 
 def _test_logprobs(prefix: str, continuation: str) -> np.ndarray:
@@ -233,11 +233,10 @@ def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str | None = N
     """Per token of each ``(prefix, continuation)``, the log-probability of the continuation's token after
     the prefix and the tokens before it (natural log), under ``name`` (default: :func:`scoring_model`). An
     empty continuation has none."""
-    global _scored_by_test_lm
     name = name or scoring_model()
     if name == TEST_LM:
         with _lock:
-            _scored_by_test_lm = True
+            _scored.add(name)
         return [_test_logprobs(prefix, continuation) for prefix, continuation in pairs]
     import torch
     import torch.nn.functional as F
@@ -245,6 +244,7 @@ def continuation_logprobs(pairs: Sequence[tuple[str, str]], name: str | None = N
     out: list[np.ndarray] = []
     with _lock:
         lm = _load(name)
+        _scored.add(name)
         for prefix, continuation in pairs:
             key = (name, prefix, continuation)
             if key in _cache:

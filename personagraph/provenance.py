@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from personagraph.likelihood import TEST_LM, loaded_models
+from personagraph.likelihood import TEST_LM, scored_models
 from personagraph.models import LOCAL_MODELS
 from personagraph.models.engine import is_built, server_path
 from personagraph.resources import data_hash, used_files
@@ -88,8 +88,8 @@ def scoring_weight_hashes() -> dict[str, str]:
     """``likelihood:<name>`` → sha256 of the weights of every embedded model this process scored text with
     (the ``evidence`` judge's likelihood features: a run's scores depend on them whatever its judge); the
     deterministic test scorer has no weights and is recorded as such."""
-    return {f"likelihood:{name}": "deterministic, no weights" if name == TEST_LM else LOCAL_MODELS[name].sha256
-            for name in loaded_models()}
+    return {f"likelihood:{name}": "deterministic, no weights" if name == TEST_LM
+            else LOCAL_MODELS[name].sha256 for name in scored_models()}
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -67,7 +67,7 @@ def test_the_test_scorer_is_deterministic_needs_no_weights_and_is_recorded(monke
                                                      ("I ride horses.", " cats sleep")])
     np.testing.assert_array_equal(seen, [-1.0, -1.0])
     np.testing.assert_array_equal(unseen, [-6.0, -6.0])
-    assert likelihood.TEST_LM in likelihood.loaded_models()
+    assert likelihood.TEST_LM in likelihood.scored_models()
 
 
 def test_a_likelihood_model_other_than_the_fitted_one_is_one_line(monkeypatch) -> None:
@@ -143,3 +143,11 @@ def test_a_background_load_that_fails_is_left_to_the_first_scoring_call(monkeypa
     likelihood._load_quietly(likelihood.PACKAGED_LM)  # no exception escapes the background thread
     with pytest.raises(OSError, match="unreadable weights"):
         likelihood.continuation_logprobs([("a", " b")])
+
+
+def test_a_model_loaded_in_the_background_is_not_recorded_as_scored(monkeypatch) -> None:
+    """Provenance names the scorers a run read: loading the 0.5B ahead of time scores nothing."""
+    before = likelihood.scored_models()
+    monkeypatch.setattr(likelihood, "_load", lambda name: None)
+    likelihood._load_quietly(likelihood.PACKAGED_LM)
+    assert likelihood.scored_models() == before

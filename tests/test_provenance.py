@@ -67,12 +67,12 @@ def test_weights_of_every_embedded_model_named_in_the_config():
 def test_the_weights_of_a_model_the_process_scored_text_with_are_recorded(monkeypatch):
     """The evidence judge's likelihood features run the embedded 0.5B whatever the judge: its weights are
     part of what the scores depend on."""
-    monkeypatch.setattr(provenance, "loaded_models", lambda: ["qwen2.5-coder-0.5b"])
+    monkeypatch.setattr(provenance, "scored_models", lambda: ["qwen2.5-coder-0.5b"])
     assert provenance.scoring_weight_hashes() == {
         "likelihood:qwen2.5-coder-0.5b": LOCAL_MODELS["qwen2.5-coder-0.5b"].sha256}
-    monkeypatch.setattr(provenance, "loaded_models", lambda: ["test"])
+    monkeypatch.setattr(provenance, "scored_models", lambda: ["test"])
     assert provenance.scoring_weight_hashes() == {"likelihood:test": "deterministic, no weights"}
-    monkeypatch.setattr(provenance, "loaded_models", lambda: [])
+    monkeypatch.setattr(provenance, "scored_models", lambda: [])
     assert provenance.scoring_weight_hashes() == {}
 
 
