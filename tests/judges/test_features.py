@@ -20,6 +20,7 @@ from personagraph.judges.features import (
     partner_text,
     repetition,
     sentences,
+    stated_persona_stems,
     word_overlap,
 )
 from personagraph.judges.meta_eval import MetaEvalConfig
@@ -44,6 +45,10 @@ def test_knowledge_features() -> None:
     assert word_overlap(brings) == 2 and word_overlap(echoes) == 1  # hiking + spring (colorado: another fact)
     assert word_overlap(Text(PERSONA, DIALOGUE, "we hiked each spring")) == 2  # by stem: hiked/hiking
     assert new_persona_stems(brings) == 2 and new_persona_stems(echoes) == 0  # spring, colorado
+    asks = Text(PERSONA, DIALOGUE, "do you go to colorado in the spring ? i do .")  # asked, not stated
+    assert new_persona_stems(asks) == 2 and stated_persona_stems(asks) == 0
+    assert stated_persona_stems(brings) == new_persona_stems(brings) == 2  # a statement counts as before
+    assert stated_persona_stems(Text(PERSONA, DIALOGUE, "spring ? colorado !")) == 1  # per sentence
     assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
     assert repetition(brings) == 0
 
