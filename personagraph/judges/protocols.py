@@ -103,7 +103,9 @@ PROTOCOLS: dict[str, Protocol] = {
 # out in 5-fold CV, bench/fit_evidence.py) its fitted score, with the 0.5B's likelihood features, ranks
 # replies at Spearman 0.800 with Uses Knowledge and 0.588 with Overall (0.779 / 0.569 without those
 # features); as scored, gate included (bench/judge_protocols.py, one CV repeat): 0.774 / 0.580 (Xeon, cached
-# calls) and 0.780 / 0.583 (AMD EPYC, fresh calls, 2026-12-02; see gate_share). Beside it
+# calls) and 0.780 / 0.583 (AMD EPYC, fresh calls, 2026-12-02; see gate_share); counting the stems of
+# the reply's statements only (features.stated_persona_stems): CV 0.804 / 0.590, as scored 0.788 / 0.579
+# (AMD EPYC, fresh calls, thirteenth stop). Beside it
 # the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
