@@ -286,7 +286,8 @@ def checklist_score(
     checks: Sequence[Check], answers: dict[str, Any], logprobs: Sequence[TokenLogprobs] | None,
     scale: tuple[int, int], facts: int,
 ) -> tuple[int, float | None, list[float | None]]:
-    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · :func:`gate_share` (Π good over the gates).
+    """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · :func:`gate_share`
+    (Π good over the gates).
 
     ``good`` is 1/0 from the stated answers for the integer score (rounded) and P(good) from the
     log-probabilities for the expected one (None unless every check has them). Returns both and the
