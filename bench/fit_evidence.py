@@ -46,6 +46,7 @@ from personagraph.judges.judge import score_response  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EVIDENCE_FILE, get_protocol  # noqa: E402
 from personagraph.judges.stats import Estimate, bootstrap_ci, spearman, spearman_difference  # noqa: E402
+from personagraph.likelihood import precision, scoring_model  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.openai_http import close_sessions  # noqa: E402
 from personagraph.store import RunStore  # noqa: E402
@@ -98,6 +99,12 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 # favorite food ?", "wow you have a farm ?": rated 0, scored high), so stated_persona_stems counts the
 # persona stems of statements only: "stated stems + likelihood" 0.804 / 0.590 — chosen (no extra cost; the
 # gain is within noise, the rule is what Uses Knowledge asks).
+# 2026-12-02, fourteenth stop: the likelihood features from the 1.5B instead of the 0.5B, computed in bf16
+# (personagraph/likelihood.py: 2.1 s per 250-token pass on the AVX512-BF16 EPYC, where the 1.5B in fp32 took
+# 6.8 s and the 0.5B in fp32 1.4-1.6 s): the same chosen set 0.802 / 0.619 against 0.804 / 0.590; paired, the
+# 1.5B's fit minus the 0.5B's on the same folds (3 fold seeds) Uses Knowledge −0.002 to +0.004 (CIs ±0.02),
+# Overall +0.026 [+0.003, +0.053], +0.033 [+0.007, +0.062], +0.031 [+0.007, +0.059]. The set was not
+# re-chosen: "by sentence + likelihood" reads 0.787 / 0.624 with the 1.5B, within noise of the chosen one.
 CHOSEN = "stated stems + likelihood"
 
 
@@ -269,6 +276,7 @@ def main() -> None:
         "weights": [round(float(v), 6) for v in model.coef_[0]],
         "intercept": round(float(model.intercept_[0]), 6),
         "fitted_on": (f"{len(items)} replies of judge-dev usr_knowledge + usr_overall, judge {args.judge}, "
+                      f"likelihoods {scoring_model()} in {precision()}, "
                       f"C={args.c}: python bench/fit_evidence.py --write; cross-validated by context: "
                       f"ρ knowledge {results[CHOSEN]['knowledge']:.3f}, "
                       f"overall {results[CHOSEN]['overall']:.3f}"),

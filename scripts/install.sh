@@ -22,7 +22,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # The engine of the embedded models (skipped when the installed build is current).
 bash scripts/build_llama_server.sh .venv
 
-# The evidence judge's likelihood features run the 0.5B with torch: its GGUF converted once (~1.5 min).
+# The evidence judge's likelihood features run the 1.5B with torch: its GGUF converted once (~2 min).
 .venv/bin/python -c "from personagraph.likelihood import model_folder; model_folder()"
 
 # METEOR needs WordNet, which is not on PyPI: Debian's packages, copied where nltk looks.

@@ -1,6 +1,8 @@
-"""personagraph.likelihood: log-probabilities of a given continuation under the embedded 0.5B (torch)."""
+"""personagraph.likelihood: log-probabilities of a given continuation under an embedded model (torch)."""
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -14,20 +16,32 @@ def test_an_unknown_model_is_one_line_naming_the_known_ones() -> None:
         likelihood.model_folder("qwen-9b")
 
 
+PAIRS = [("User1: what do you do for a living ?\nUser2:", " mechanical engineer for chevy"),
+         ("Persona of Answer: Émile, a café owner in 東京 🤠\n\nQuestion: Coffee?\nAnswer:",
+          " Oui, naïvely.")]
+
+
+def _scored_in(precision: str, monkeypatch) -> list[np.ndarray]:
+    """PAIRS scored by a model loaded afresh in ``precision`` (dropped again after the test)."""
+    monkeypatch.setattr(likelihood, "precision", lambda: precision)
+    monkeypatch.setattr(likelihood, "_models", {})
+    monkeypatch.setattr(likelihood, "_cache", OrderedDict())
+    return likelihood.continuation_logprobs(PAIRS)
+
+
 @pytest.mark.embedded
-def test_the_scores_are_transformers_log_softmax_at_each_continuation_token() -> None:
-    """The plain-torch forward pass gives transformers' own model's log-probabilities, on its tokens."""
+def test_the_scores_are_transformers_log_softmax_at_each_continuation_token(monkeypatch) -> None:
+    """In fp32, the plain-torch forward pass gives transformers' own model's log-probabilities, on its
+    tokens."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    pairs = [("User1: what do you do for a living ?\nUser2:", " mechanical engineer for chevy"),
-             ("Persona of Answer: Émile, a café owner in 東京 🤠\n\nQuestion: Coffee?\nAnswer:",
-              " Oui, naïvely.")]
-    scored = likelihood.continuation_logprobs(pairs)
+    scored = _scored_in("fp32", monkeypatch)
+    monkeypatch.setattr(likelihood, "_models", {})  # 6 GB: freed before transformers loads its copy
     folder = likelihood.model_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    for (prefix, continuation), mine in zip(pairs, scored, strict=True):
+    for (prefix, continuation), mine in zip(PAIRS, scored, strict=True):
         head = tokenizer(prefix, add_special_tokens=False).input_ids
         tail = tokenizer(continuation, add_special_tokens=False).input_ids
         with torch.inference_mode():
@@ -36,6 +50,28 @@ def test_the_scores_are_transformers_log_softmax_at_each_continuation_token() ->
                      for i, token in enumerate(tail)]
         assert len(mine) == len(tail)
         np.testing.assert_allclose(mine, reference, atol=2e-4)
+
+
+@pytest.mark.embedded
+def test_bf16_scores_are_fp32_scores_within_rounding_and_are_recorded_as_such(monkeypatch) -> None:
+    """The two precisions of the same weights differ by rounding only (a few hundredths of a nat per token:
+    the fitted model reads sums over a reply), and provenance names the one a run computed in."""
+    fp32 = _scored_in("fp32", monkeypatch)
+    bf16 = _scored_in("bf16", monkeypatch)
+    for a, b in zip(fp32, bf16, strict=True):
+        assert a.shape == b.shape
+        assert abs(a.sum() - b.sum()) < 0.1 * len(a) + 0.2
+    assert {"qwen2.5-coder-1.5b@fp32", "qwen2.5-coder-1.5b@bf16"} <= set(likelihood.scored_models())
+
+
+def test_bf16_is_chosen_only_where_the_cpu_multiplies_it_natively(monkeypatch) -> None:
+    """Emulated bf16 was slower than fp32 (oneDNN without AVX512-BF16): fp32 there."""
+    import torch
+
+    for avx512_bf16, amx, expected in ((True, False, "bf16"), (False, True, "bf16"), (False, False, "fp32")):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
+        assert likelihood.precision() == expected
 
 
 @pytest.mark.embedded
@@ -71,20 +107,20 @@ def test_the_test_scorer_is_deterministic_needs_no_weights_and_is_recorded(monke
 
 
 def test_a_likelihood_model_other_than_the_fitted_one_is_one_line(monkeypatch) -> None:
-    monkeypatch.setenv(likelihood.MODEL_ENV, "qwen2.5-coder-1.5b")
-    with pytest.raises(PersonagraphError, match=r"PERSONAGRAPH_LIKELIHOOD_MODEL='qwen2.5-coder-1.5b': the "
-                       r"evidence judge's weights are fitted on qwen2.5-coder-0.5b's likelihoods; choose"):
+    monkeypatch.setenv(likelihood.MODEL_ENV, "qwen2.5-coder-0.5b")
+    with pytest.raises(PersonagraphError, match=r"PERSONAGRAPH_LIKELIHOOD_MODEL='qwen2.5-coder-0.5b': the "
+                       r"evidence judge's weights are fitted on qwen2.5-coder-1.5b's likelihoods; choose"):
         likelihood.continuation_logprobs([("a", " b")])
 
 
 def test_a_judge_reading_likelihoods_without_the_weights_is_refused_in_one_line(monkeypatch) -> None:
-    """The evidence protocol's fitted model reads persona_pmi: without the 0.5B's packages, choosing the
+    """The evidence protocol's fitted model reads persona_pmi: without the 1.5B's packages, choosing the
     protocol fails before anything is judged, naming the extra and the alternative protocol."""
     from personagraph.judges.judge import ready_protocol
 
     monkeypatch.setenv(likelihood.MODEL_ENV, likelihood.PACKAGED_LM)
     monkeypatch.setattr(likelihood, "is_installed", lambda model: False)
-    with pytest.raises(PersonagraphError, match=r"qwen2.5-coder-0.5b, which is not installed: pip "
+    with pytest.raises(PersonagraphError, match=r"qwen2.5-coder-1.5b, which is not installed: pip "
                        r"install 'personagraph\[local\]', or judge with --judge-protocol"):
         ready_protocol(None, "openai:gpt-4o-mini")
     assert ready_protocol("rationale", "openai:gpt-4o-mini").name == "rationale"
@@ -121,7 +157,7 @@ def test_a_conversion_that_cannot_write_is_one_line_and_leaves_nothing(tmp_path,
 
 
 def test_readying_the_evidence_protocol_starts_loading_the_model(monkeypatch) -> None:
-    """The 0.5B loads in the background as a run readies its judge (a core is idle while the engines
+    """The scoring model loads in the background as a run readies its judge (a core is idle while the engines
     start), not at the first verdict; protocols that read no likelihood load nothing."""
     from personagraph.judges.judge import ready_protocol
 
@@ -146,7 +182,7 @@ def test_a_background_load_that_fails_is_left_to_the_first_scoring_call(monkeypa
 
 
 def test_a_model_loaded_in_the_background_is_not_recorded_as_scored(monkeypatch) -> None:
-    """Provenance names the scorers a run read: loading the 0.5B ahead of time scores nothing."""
+    """Provenance names the scorers a run read: loading the model ahead of time scores nothing."""
     before = likelihood.scored_models()
     monkeypatch.setattr(likelihood, "_load", lambda name: None)
     likelihood._load_quietly(likelihood.PACKAGED_LM)

@@ -49,12 +49,12 @@ from personagraph.schemas import (
 
 def ready_protocol(name: str | None, judge: str) -> Protocol:
     """:func:`get_protocol`, checked to run here: a weighed protocol's fitted models may read the
-    likelihood features, which need the embedded 0.5B's weights — one line saying so before anything is
+    likelihood features, which need the embedded 1.5B's weights — one line saying so before anything is
     judged, not a failure at the first verdict."""
     protocol = get_protocol(name, judge)
     if protocol.weighed:
         require_features(evidence_features())
-        prepare_features(evidence_features())  # the 0.5B loads while the run's first stages work
+        prepare_features(evidence_features())  # the model loads while the run's first stages work
     return protocol
 
 
