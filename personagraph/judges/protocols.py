@@ -105,8 +105,9 @@ PROTOCOLS: dict[str, Protocol] = {
 # features); as scored, gate included (bench/judge_protocols.py, one CV repeat): 0.774 / 0.580 (Xeon, cached
 # calls) and 0.780 / 0.583 (AMD EPYC, fresh calls, 2026-12-02; see gate_share); counting the stems of
 # the reply's statements only (features.stated_persona_stems): CV 0.804 / 0.590, as scored 0.788 / 0.579
-# (AMD EPYC, fresh calls, thirteenth stop). Beside it
-# the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
+# (AMD EPYC, fresh calls, thirteenth stop); with the likelihood features read from the 1.5B (in bf16,
+# likelihood.PACKAGED_LM, fourteenth stop): CV 0.802 / 0.619, as scored 0.786 / 0.610 (fresh calls).
+# Beside it the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
 # (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.680 / 0.576 and swap 1.00
