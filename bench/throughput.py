@@ -32,8 +32,8 @@ The figures line is ``ratio_to_ideal@128 <x> speedup_vs_sequential@32 <y> cpu_ms
 ``cpu_target ≤2ms @8 <a> met|NOT met, @32 …: met|NOT met``.
 
 ``--judge-protocol`` (default ``rationale``): the ``evidence`` protocol, the default for ``openai:`` judges,
-computes text features in this process — MiniLM cosines and the 0.5B's log-likelihoods of each Persona
-Consistency reply (``judges/features.py``), ~1 s of CPU per such verdict — which is the judge's own model
+computes text features in this process — MiniLM cosines and the 1.5B's log-likelihoods of each Persona
+Consistency reply (``judges/features.py``), seconds of CPU per such verdict — which is the judge's own model
 compute, like the server's, not the framework's overhead; ``--judge-protocol evidence`` measures with it.
 
 CPU time is this process's user + system time, so the lead's llama-server runs on the same cores move it

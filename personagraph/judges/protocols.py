@@ -111,7 +111,8 @@ PROTOCOLS: dict[str, Protocol] = {
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
 # (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.680 / 0.576 and swap 1.00
-# (0.737 / 0.616 with the likelihood features, 2026-12-02; 0.751 / 0.610 with stated stems). No
+# (0.737 / 0.616 with the likelihood features, 2026-12-02; 0.751 / 0.610 with stated stems; 0.713 / 0.658
+# with the 1.5B's likelihoods). No
 # larger API model was measured: --judge-protocol rationale is PersonaGym's judge, with exemplars.
 DEFAULT_PROTOCOL = "evidence"
 MODEL_JUDGES = ("local", "openai")  # providers of judges that are models (test: scripts: SCRIPTED_PROTOCOL)
