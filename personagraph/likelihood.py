@@ -50,6 +50,8 @@ in fp32). The 0.5B's ranked Overall worse: 0.590 against 0.619 cross-validated, 
 MAX_TOKENS = 1024  # a prefix is cut from its start to keep prefix + continuation within this many tokens
 
 MODEL_ENV = "PERSONAGRAPH_LIKELIHOOD_MODEL"
+PRECISION_ENV = "PERSONAGRAPH_LIKELIHOOD_PRECISION"  # bf16 or fp32: to score as a machine of the other kind
+PRECISIONS = ("bf16", "fp32")
 TEST_LM = "test"
 """The deterministic scorer: −1 nat per continuation word found in the prefix, −6 per other word."""
 
@@ -76,11 +78,13 @@ def scoring_model() -> str:
 
 def require_installed(name: str | None = None) -> None:
     """Raises when the model's (default: :func:`scoring_model`) weight packages are not installed, saying
-    what to do instead.
+    what to do instead, or when ``$PERSONAGRAPH_LIKELIHOOD_PRECISION`` names no precision.
 
     Raises:
-        PersonagraphError: one line naming the model, the extra that installs it and the alternative.
+        PersonagraphError: one line naming the model, the extra that installs it and the alternative, or
+            the variable and its value.
     """
+    _chosen_precision()  # a bad value fails before anything is judged
     name = name or scoring_model()
     if name != TEST_LM and not is_installed(LOCAL_MODELS[name]):
         raise PersonagraphError(
@@ -89,9 +93,24 @@ def require_installed(name: str | None = None) -> None:
         )
 
 
+def _chosen_precision() -> str | None:
+    chosen = os.environ.get(PRECISION_ENV) or None
+    if chosen is not None and chosen not in PRECISIONS:
+        raise PersonagraphError(f"${PRECISION_ENV}={chosen!r}: choose {' or '.join(PRECISIONS)}")
+    return chosen
+
+
 def precision() -> str:
-    """``bf16`` where torch's CPU kernels multiply bf16 natively (AVX512-BF16, AMX), else ``fp32``: emulated
-    bf16 is slower than fp32, native bf16 about 3x faster."""
+    """``$PERSONAGRAPH_LIKELIHOOD_PRECISION`` when set (to score as a machine of the other kind did), else
+    ``bf16`` where torch's CPU kernels multiply bf16 natively (AVX512-BF16, AMX), else ``fp32``: emulated
+    bf16 is slower than fp32, native bf16 about 3x faster.
+
+    Raises:
+        PersonagraphError: when the variable names neither precision.
+    """
+    chosen = _chosen_precision()
+    if chosen is not None:
+        return chosen
     import torch
 
     native = (getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()

@@ -68,10 +68,24 @@ def test_bf16_is_chosen_only_where_the_cpu_multiplies_it_natively(monkeypatch) -
     """Emulated bf16 was slower than fp32 (oneDNN without AVX512-BF16): fp32 there."""
     import torch
 
+    monkeypatch.delenv(likelihood.PRECISION_ENV, raising=False)
+
     for avx512_bf16, amx, expected in ((True, False, "bf16"), (False, True, "bf16"), (False, False, "fp32")):
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
         assert likelihood.precision() == expected
+    monkeypatch.setenv(likelihood.PRECISION_ENV, "bf16")  # to score as a machine of the other kind did
+    assert likelihood.precision() == "bf16"
+
+
+def test_a_precision_that_is_not_one_is_refused_in_one_line_before_anything_is_judged(monkeypatch) -> None:
+    from personagraph.judges.judge import ready_protocol
+
+    monkeypatch.setenv(likelihood.PRECISION_ENV, "fp16")
+    expected = r"^\$PERSONAGRAPH_LIKELIHOOD_PRECISION='fp16': choose bf16 or fp32$"
+    with pytest.raises(PersonagraphError, match=expected):
+        ready_protocol(None, "local:qwen2.5-coder-1.5b")
+    assert ready_protocol("rationale", "local:qwen2.5-coder-1.5b").name == "rationale"
 
 
 @pytest.mark.embedded
