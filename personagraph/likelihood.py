@@ -127,7 +127,7 @@ def model_folder(name: str = PACKAGED_LM) -> Path:
     model = LOCAL_MODELS.get(name)
     if model is None:
         raise PersonagraphError(f"no embedded model {name!r} (known: {', '.join(LOCAL_MODELS)})")
-    folder = cache_root() / "likelihood" / f"{name}-{model.sha256[:12]}-bf16"
+    folder = cache_root() / "likelihood" / _converted_name(name)
     if (folder / "config.json").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +135,44 @@ def model_folder(name: str = PACKAGED_LM) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one conversion per machine; the others wait, then find it
         if not (folder / "config.json").is_file():
             _convert(ensure_weights(model), folder)
+            remove_stale_conversions()
     return folder
+
+
+def _converted_name(name: str) -> str:
+    return f"{name}-{LOCAL_MODELS[name].sha256[:12]}-bf16"
+
+
+# A converted folder (or its lock) of any version: <model>-<sha256[:12]>, then -bf16 since the bf16 files.
+_CONVERSION = re.compile(r"(?P<model>.+)-[0-9a-f]{12}(?:-bf16)?")
+
+
+def remove_stale_conversions() -> list[str]:
+    """Deletes the converted folders this version never reads, and names them: an earlier version's fp32
+    conversions (no ``-bf16`` suffix: 2.5 GB for the 0.5B) and those of GGUFs since replaced (another
+    sha). The current conversion of every embedded model stays: ``$PERSONAGRAPH_LIKELIHOOD_MODEL`` may
+    name any of them. Run after each conversion and by the install."""
+    root = cache_root() / "likelihood"
+    current = {_converted_name(name) for name in LOCAL_MODELS}
+    removed = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else ():
+        base = entry.name.removesuffix(".lock")
+        match = _CONVERSION.fullmatch(base)
+        if match is None or match["model"] not in LOCAL_MODELS or base in current:
+            continue  # not a conversion (a half-written one ends in .tmp<pid>), or one still read
+        folder = entry.is_dir()
+        size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if folder else 0
+        try:
+            shutil.rmtree(entry) if folder else entry.unlink()
+        except OSError as exc:  # read-only, say: left, and said
+            logging.getLogger("personagraph").warning("cannot remove %s (%s)", entry, exc.strerror or exc)
+            continue
+        if folder:
+            logging.getLogger("personagraph").warning(
+                "removed %s (%.1f GB): converted by an earlier personagraph, not read by this one", entry,
+                size / 1e9)
+        removed.append(entry.name)
+    return removed
 
 
 def _convert(gguf: Path, folder: Path) -> None:

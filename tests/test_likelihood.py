@@ -201,3 +201,30 @@ def test_a_model_loaded_in_the_background_is_not_recorded_as_scored(monkeypatch)
     monkeypatch.setattr(likelihood, "_load", lambda name: None)
     likelihood._load_quietly(likelihood.PACKAGED_LM)
     assert likelihood.scored_models() == before
+
+
+def test_only_conversions_this_version_never_reads_are_removed(tmp_path, monkeypatch, caplog) -> None:
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path))
+    root = tmp_path / "likelihood"
+    sha = {name: model.sha256[:12] for name, model in likelihood.LOCAL_MODELS.items()}
+    current = [f"qwen2.5-coder-1.5b-{sha['qwen2.5-coder-1.5b']}-bf16",
+               f"qwen2.5-coder-0.5b-{sha['qwen2.5-coder-0.5b']}-bf16"]  # $PERSONAGRAPH_LIKELIHOOD_MODEL's
+    stale = [f"qwen2.5-coder-0.5b-{sha['qwen2.5-coder-0.5b']}",  # an earlier version's fp32 files
+             "qwen2.5-coder-1.5b-0123456789ab-bf16"]  # a GGUF since replaced
+    others = ["my-notes", f"{current[0]}.tmp4242", "other-model-0123456789ab"]  # not ours, or half-written
+    for name in current + stale + others:
+        (root / name).mkdir(parents=True)
+        (root / name / "model.safetensors").write_bytes(b"x" * 1000)
+    for name in current + stale:
+        (root / f"{name}.lock").touch()
+    with caplog.at_level("WARNING", logger="personagraph"):
+        removed = likelihood.remove_stale_conversions()
+    assert sorted(removed) == sorted(stale + [f"{name}.lock" for name in stale])
+    assert sorted(p.name for p in root.iterdir()) == sorted(current + others + [f"{n}.lock" for n in current])
+    assert sum("converted by an earlier personagraph" in r.message for r in caplog.records) == 2
+    assert likelihood.remove_stale_conversions() == []  # nothing left to remove
+
+
+def test_removing_stale_conversions_without_a_cache_folder_removes_nothing(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path / "absent"))
+    assert likelihood.remove_stale_conversions() == []
