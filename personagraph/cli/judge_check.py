@@ -46,8 +46,9 @@ def judge_check_command(
         None,
         "--items",
         help="A meta-eval items file (JSONL or CSV: id, persona, "
-        "question, response, criterion, human, scale); records rated below the "
-        "middle of their scale are left out.",
+        "question, response, criterion, human, scale; contradiction: the response "
+        "contradicting the persona, written by hand, used instead of the "
+        "generator's); records rated below the middle of their scale are left out.",
     ),
     judge: list[str] = typer.Option(
         [],
@@ -58,8 +59,9 @@ def judge_check_command(
     generator: str | None = typer.Option(
         None,
         "--generator",
-        help="Model that writes the generic rewrites and "
-        "contradictions (default: the run's generator, else the first judge).",
+        help="Model that writes the generic rewrites and the "
+        "contradictions an items file does not hold (default: the run's "
+        "generator, else the first judge).",
     ),
     per_task: int | None = typer.Option(
         None, "--per-task", min=1, help="Answers per task taken from the run (seeded choice; default all)."

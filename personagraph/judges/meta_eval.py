@@ -8,6 +8,8 @@ Input is an items file, one record per human-rated response (JSONL, or CSV with 
 * ``persona``, ``context``, ``question`` and ``scale`` are optional. In JSONL ``context`` may also be
   a list of dialogue turns (strings or ``{"role"|"speaker", "content"|"text"}`` objects), shown to the
   judge one per line, before the question.
+* ``contradiction`` (optional, read by ``judge-check --items``): the response rewritten by hand to
+  contradict the persona, the check's contradiction variant in place of the generator model's.
 * ``human`` is a number or a list of numbers, one per rater (``null`` entries are dropped). In CSV a
   list is ``4;5;3`` or a quoted JSON list ``"[4, 5, 3]"``.
 * ``scale`` is the human scale ``[min, max]`` (integers; ``1;5`` in CSV), by default the rubric's.
@@ -78,7 +80,8 @@ SUMMARY_FILE = "meta_eval.json"
 OVERALL = "overall"
 ENSEMBLE = "ensemble"
 REQUIRED = ("id", "response", "criterion", "human")
-OPTIONAL = ("persona", "context", "question", "scale")
+OPTIONAL = ("persona", "context", "question", "scale", "contradiction")
+TEXT_OPTIONAL = tuple(c for c in OPTIONAL if c != "scale")
 JUDGE_TEMPERATURE = 0.0
 JUDGE_MAX_TOKENS = 256
 
@@ -204,6 +207,7 @@ class MetaItem(BaseModel):
     persona: str = ""
     context: str = ""
     question: str = ""
+    contradiction: str = ""  # the response contradicting the persona, written by hand (judge-check)
     row: int = 0
 
     @property
@@ -343,7 +347,7 @@ def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem
             if record[column] is None:
                 raise PersonagraphError(f"{where}: {column}: empty")
         try:
-            fields = {c: _text(record.get(c), c) for c in ("id", "response", "criterion", *OPTIONAL[:3])}
+            fields = {c: _text(record.get(c), c) for c in ("id", "response", "criterion", *TEXT_OPTIONAL)}
         except ValueError as exc:
             raise PersonagraphError(f"{where}: {exc}") from None
         if not fields["id"].strip():
@@ -373,6 +377,9 @@ def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem
                 f"{where}: scale [{scale[0]}, {scale[1]}] differs from the scale "
                 f"{list(scales[criterion.key])} of earlier {criterion.key} records"
             )
+        if fields["contradiction"] and " ".join(fields["contradiction"].split()) == " ".join(
+                fields["response"].split()):
+            raise PersonagraphError(f"{where}: contradiction: the response itself, not a contradiction of it")
         if (fields["id"], criterion.key) in seen:
             raise PersonagraphError(f"{where}: duplicate id for criterion {criterion.key}")
         seen.add((fields["id"], criterion.key))
@@ -386,6 +393,7 @@ def load_items(path: str | Path, catalogue: CriterionCatalogue) -> list[MetaItem
                 persona=fields["persona"],
                 context=fields["context"],
                 question=fields["question"],
+                contradiction=fields["contradiction"],
                 row=row,
             )
         )

@@ -11,7 +11,9 @@ are built deterministically from a seed and saved as records:
 * ``generic`` — the answer rewritten by the generator model without any persona detail
   (``prompts/variant_generic.yaml``): must score lower.
 * ``contradiction`` — one persona attribute changed in the answer by the generator model
-  (``prompts/variant_contradiction.yaml``), judged on Persona Consistency: must score lower.
+  (``prompts/variant_contradiction.yaml``), or the item's own contradiction written by hand (an items
+  file's ``contradiction``: a 1.5B generator's edits were often no contradiction at all), judged on
+  Persona Consistency: must score lower.
 * ``padding`` — persona-neutral filler as long as the answer appended (``judges/variant_text.yaml``):
   must not score higher (length bias).
 
@@ -69,6 +71,7 @@ class CheckItem(BaseModel):
     response: str
     criterion: str
     task: str = ""  # the task or rubric name shown in tables
+    contradiction: str = ""  # the response contradicting the persona, written by hand; else generated
 
     @property
     def key(self) -> str:
@@ -106,7 +109,8 @@ def variant_id(item: CheckItem, kind: VariantKind, seed: int) -> str:
         "disclosure": data_hash(TEXT_FILE),
         "padding": data_hash(TEXT_FILE),
         "generic": load_prompt("variant_generic").version,
-        "contradiction": load_prompt("variant_contradiction").version,
+        "contradiction": (short_id("written", item.contradiction) if item.contradiction
+                          else load_prompt("variant_contradiction").version),
     }[kind]
     return short_id(item.key, kind, str(seed), source)
 
@@ -233,7 +237,11 @@ async def generic_variant(client: ModelClient, item: CheckItem, seed: int) -> Va
 
 
 async def contradiction_variant(client: ModelClient, item: CheckItem, seed: int) -> Variant:
-    """The answer with one persona attribute changed by the generator (judged on Persona Consistency)."""
+    """The answer with one persona attribute changed (judged on Persona Consistency): the item's own
+    contradiction when it has one written by hand, else the generator's edit."""
+    if item.contradiction:
+        return make_variant(item, "contradiction", seed, response=item.contradiction,
+                            criterion=CONTRADICTION_CRITERION, detail="written by hand (items file)")
     messages = load_prompt("variant_contradiction").messages(
         persona=item.persona, question=item.question or "(not given)", answer=item.response
     )

@@ -233,6 +233,7 @@ def items_from_file(path: str | Path, rubric_files: list[str]) -> CheckInput:
             response=r.response,
             criterion=r.criterion,
             task=rubrics[r.criterion].task,
+            contradiction=r.contradiction,
         )
         for r in kept
     ]

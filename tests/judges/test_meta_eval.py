@@ -502,6 +502,15 @@ BAD = [
         ),
         "row 2 (id 2): scale [1, 7] differs from the scale [1, 5] of earlier expected_action records",
     ),
+    (
+        '{"id": "1", "response": "I ride.", "criterion": "expected_action", "human": 3, '
+        '"contradiction": " I  ride."}',
+        "row 1 (id 1): contradiction: the response itself, not a contradiction of it",
+    ),
+    (
+        '{"id": "1", "response": "I ride.", "criterion": "expected_action", "human": 3, "contradiction": 7}',
+        "row 1: contradiction: expected text, got int",
+    ),
     ("\n\n", "no records"),
 ]
 

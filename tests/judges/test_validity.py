@@ -108,6 +108,17 @@ def test_generated_variants_use_the_generator_and_keep_their_details() -> None:
     assert contradiction.response.startswith("I'm 25") and contradiction.detail == "age: 70 → 25"
 
 
+def test_a_contradiction_written_by_hand_is_the_variant_and_no_generator_is_asked() -> None:
+    written = ITEM.model_copy(update={"contradiction": "Well partner, I've never sat on a horse in my life."})
+    down = _client("down")
+    variant = asyncio.run(build_variant("contradiction", written, others=[], generator=down, seed=0))
+    assert variant.status == "ok" and variant.response == written.contradiction  # "down" would have failed
+    assert variant.criterion == CONTRADICTION_CRITERION and variant.detail == "written by hand (items file)"
+    edited = written.model_copy(update={"contradiction": "I was born in Boston and I hate horses."})
+    again = asyncio.run(build_variant("contradiction", edited, others=[], generator=down, seed=0))
+    assert again.id != variant.id  # a new text is a new variant, judged afresh
+
+
 def test_generated_variant_that_changes_nothing_or_fails_is_a_failed_value() -> None:
     register_script("validity-echo", lambda messages, schema: "  " + ITEM.response + "\n")
     echo = _client("validity-echo")

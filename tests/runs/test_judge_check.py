@@ -122,6 +122,22 @@ def test_the_baselines_are_scored_on_the_same_variants(tmp_path: Path) -> None:
     assert tables[-1].title.startswith("Baselines") and len(tables[-1].rows) == len(VARIANT_KINDS)
 
 
+def test_contradictions_written_in_the_items_file_are_judged_and_the_generator_is_not_asked(
+        tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl")
+    rows = [json.loads(line) for line in items.read_text().splitlines()]
+    items.write_text("".join(json.dumps(row | {"contradiction": CONTRA}) + "\n" for row in rows))
+    config = JudgeCheckConfig(items=str(items), generator="test:down", judges=["test:jc-perfect"],
+                              variants=["contradiction"], n_resamples=200)
+    summary = run_sync(config, tmp_path / "written")  # "down" fails every call it gets
+    assert summary.complete and summary.failures == [] and summary.roles.get("variant_gen") is None
+    assert summary.results["test:jc-perfect"].variants["contradiction"].auc == 1.0
+    store = RunStore(tmp_path / "written")
+    variants = store.records(VARIANT_KIND)
+    store.close()
+    assert len(variants) == 6 and {v["detail"] for v in variants} == {"written by hand (items file)"}
+
+
 def test_a_judge_that_scores_at_random_is_flagged(tmp_path: Path) -> None:
     summary = check(tmp_path, judges=["test:jc-random", "test:jc-perfect"])
     random_judge = summary.results["test:jc-random"]
