@@ -164,7 +164,7 @@ def remove_stale_conversions() -> list[str]:
         size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if folder else 0
         try:
             shutil.rmtree(entry) if folder else entry.unlink()
-        except OSError as exc:  # read-only, say: left, and said
+        except OSError as exc:  # a read-only cache, say: left there, with a warning
             logging.getLogger("personagraph").warning("cannot remove %s (%s)", entry, exc.strerror or exc)
             continue
         if folder:
