@@ -63,6 +63,7 @@ CHECKS = ("check:fact", "check:no_contradiction", "check:sensible")
 LIKELIHOOD_SET = ("new_persona_stems", "sentence_fact_similarity", "repetition", "persona_pmi",
                   "dialogue_pmi")
 STATED_SET = ("stated_persona_stems", *LIKELIHOOD_SET[1:])
+KNOWLEDGE_SET = ("knowledge_stems", *LIKELIHOOD_SET[1:])
 # Every input set tried, in the order they were tried; CHOSEN is the one written.
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "text: knowledge": ("new_persona_stems", "fact_similarity"),
@@ -74,6 +75,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "by sentence + likelihood": (*BY_SENTENCE, "persona_pmi", "dialogue_pmi"),
     "by sentence + likelihood, no relevance": LIKELIHOOD_SET,
     "stated stems + likelihood": STATED_SET,
+    "knowledge stems + likelihood": KNOWLEDGE_SET,
 }
 # Chosen on the cross-validated figures (10 repeats, 2026-12-01, local:qwen2.5-coder-1.5b): "text" 0.764 /
 # 0.559 (Uses Knowledge / Overall); the 1.5B's checklist answers alone 0.273 / 0.263, and adding them to the
@@ -117,7 +119,20 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 # persona fact without the dialogue (~11 short passes, 4 s per reply): max over facts of log P(reply | fact)
 # − log P(reply) alone 0.631 / 0.389, added 0.798 / 0.618; of log P(fact | reply) − log P(fact) per token
 # alone 0.742 / 0.511, added 0.809 / 0.623 — none kept, ±0.01 for seconds more per verdict.
-CHOSEN = "stated stems + likelihood"
+# 2026-12-02, sixteenth stop (the cached inputs, /tmp scripts, 20 fold seeds, the 1.5B's likelihoods). Of the
+# stated-stem replies rated 0 the count matched "love" most ("i love to travel" for "I love dogs"): attitude
+# words frame a fact, they do not state it. Three rules of the count, 12 variants in all: attitude words
+# (features.ATTITUDE_WORDS, the list written as a class, not from the replies) left out or not; the partner's
+# words left out over the whole dialogue, the answered line only, or not at all; a question's clause before
+# its last comma counted as a statement ("i am a teacher , what do you do ?") or not. Alone, the count's best
+# variant ranked Uses Knowledge 0.833 (attitude words out, answered line only, clauses), but in the fit the
+# likelihoods carry what the partner rules add: "stated stems + likelihood" 0.801 / 0.618, attitude words
+# left out 0.810 / 0.626 (higher on both ratings in 20 of 20 seeds: +0.009 / +0.008), answered line only
+# 0.796 / 0.609, no partner rule 0.783 / 0.598, clauses ±0.002. Choosing among the 12 inside each training
+# fold (nested CV, by the mean of the two ρ on 4 inner folds) reads 0.806 / 0.621 and picks attitude words out,
+# whole dialogue, in 94 of 100 folds. "knowledge stems + likelihood" (features.knowledge_stems: attitude
+# words out, the rest as before) — chosen.
+CHOSEN = "knowledge stems + likelihood"
 
 
 def load_dev(dev: Path) -> tuple[list[MetaItem], np.ndarray, np.ndarray]:

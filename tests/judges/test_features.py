@@ -15,6 +15,7 @@ from personagraph.judges.features import (
     BASELINES,
     Text,
     compute,
+    knowledge_stems,
     last_turn,
     new_persona_stems,
     partner_text,
@@ -51,6 +52,21 @@ def test_knowledge_features() -> None:
     assert stated_persona_stems(Text(PERSONA, DIALOGUE, "spring ? colorado !")) == 1  # per sentence
     assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
     assert repetition(brings) == 0
+
+
+def test_knowledge_stems_leave_out_attitude_words() -> None:
+    persona = "I love dogs. My favorite color is red. I am a piano teacher."
+    dialogue = "User1: i have a red bunny\nUser2: cute !\nUser1: i live on a farm ."
+
+    def both(response: str) -> tuple[float, float]:
+        text = Text(persona, dialogue, response)
+        return stated_persona_stems(text), knowledge_stems(text)
+
+    assert both("i love to travel .") == (1, 0)  # "love" frames a fact, it states none
+    assert both("my favorite color is blue .") == (2, 1)  # "color" stays: the fact's topic
+    assert both("i am a piano teacher , i love it .") == (3, 2)  # piano, teacher: the knowledge itself
+    assert both("do you like piano ?") == (0, 0)  # asked, not stated
+    assert both("red dogs on a farm .") == (1, 1)  # red and farm were the partner's words
 
 
 def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
