@@ -129,8 +129,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 # likelihoods carry what the partner rules add: "stated stems + likelihood" 0.801 / 0.618, attitude words
 # left out 0.810 / 0.626 (higher on both ratings in 20 of 20 seeds: +0.009 / +0.008), answered line only
 # 0.796 / 0.609, no partner rule 0.783 / 0.598, clauses ±0.002. Choosing among the 12 inside each training
-# fold (nested CV, by the mean of the two ρ on 4 inner folds) reads 0.806 / 0.621 and picks attitude words out,
-# whole dialogue, in 94 of 100 folds. "knowledge stems + likelihood" (features.knowledge_stems: attitude
+# fold (nested CV, by the mean of the two ρ on 4 inner folds) reads 0.806 / 0.621 and picks attitude words
+# out, whole dialogue, in 94 of 100 folds. "knowledge stems + likelihood" (features.knowledge_stems: attitude
 # words out, the rest as before) — chosen.
 CHOSEN = "knowledge stems + likelihood"
 

@@ -109,7 +109,8 @@ def word_overlap(t: Text) -> float:
     return float(max(len(words & stems(fact)) for fact in persona_facts(t.persona)))
 
 
-ATTITUDE_WORDS = frozenset({"love", "like", "enjoy", "hate", "dislike", "favorite", "favourite", "prefer", "fond"})
+ATTITUDE_WORDS = frozenset({"love", "like", "enjoy", "hate", "dislike", "favorite", "favourite", "prefer",
+                            "fond"})
 """Words that frame a persona fact rather than state it ("I *love* dogs", "my *favorite* color is red"): "i
 love to travel" shares "love" with "I love dogs" and uses nothing the persona knows."""
 
@@ -142,8 +143,8 @@ def stated_persona_stems(t: Text) -> float:
 def knowledge_stems(t: Text) -> float:
     """:func:`stated_persona_stems` without attitude words (:data:`ATTITUDE_WORDS`): the persona knowledge a
     reply states. On the USR dev files, in place of ``stated_persona_stems`` it raised the fitted score's
-    cross-validated ρ by +0.009 / +0.008 (higher on both ratings in 20 of 20 fold seeds; bench/fit_evidence.py's
-    record, where the other rules tried beside it are)."""
+    cross-validated ρ by +0.009 / +0.008 (higher on both ratings in 20 of 20 fold seeds; the other rules tried
+    beside it are in bench/fit_evidence.py's record)."""
     return _brought_stems(t, _statements(t.response), leave_out=stems(" ".join(ATTITUDE_WORDS)))
 
 
