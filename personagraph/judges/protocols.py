@@ -107,6 +107,8 @@ PROTOCOLS: dict[str, Protocol] = {
 # the reply's statements only (features.stated_persona_stems): CV 0.804 / 0.590, as scored 0.788 / 0.579
 # (AMD EPYC, fresh calls, thirteenth stop); with the likelihood features read from the 1.5B (in bf16,
 # likelihood.PACKAGED_LM, fourteenth stop): CV 0.802 / 0.619, as scored 0.786 / 0.610 (fresh calls).
+# Attitude words left out of the stem count (features.knowledge_stems, sixteenth stop): CV 0.810 / 0.626,
+# as scored 0.790 / 0.616 (Xeon with AMX, fresh calls).
 # Beside it the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
