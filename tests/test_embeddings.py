@@ -1,4 +1,5 @@
-"""personagraph.embeddings: the shared encoder is safe to call from several threads at once."""
+"""personagraph.embeddings: the shared encoder is safe to call from several threads at once; a fixed corpus's
+vectors are kept on disk."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,3 +40,35 @@ def test_a_small_batch_is_encoded_on_one_thread_and_the_threads_are_restored(mon
     assert torch.get_num_threads() == 2
     embeddings.encode(["a few words"])  # cached: clear_cache forgot it, encode remembered it again
     assert len(seen) == 2
+
+
+def test_a_corpus_is_encoded_once_and_read_back_from_disk(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path))
+    corpus = ["Cattle Ranch Roundup: hands on horseback", "Hospital Emergency Room: a night shift"]
+    first = embeddings.encode_stored(corpus)
+    np.testing.assert_allclose(first, embeddings.encode(corpus), atol=1e-6)
+    assert len(list((tmp_path / "vectors").glob("*.npy"))) == 1
+
+    def refuse(*args: object, **kwargs: object) -> np.ndarray:
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(embeddings, "encode", refuse)
+    np.testing.assert_array_equal(embeddings.encode_stored(corpus), first)  # read back, not encoded
+
+
+def test_a_stored_corpus_that_cannot_be_read_is_encoded_again(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path))
+    corpus = ["Barn Dance: fiddles and hay bales"]
+    first = embeddings.encode_stored(corpus)
+    (stored,) = (tmp_path / "vectors").glob("*.npy")
+    stored.write_bytes(b"not an array")
+    np.testing.assert_allclose(embeddings.encode_stored(corpus), first, atol=1e-6)
+    np.testing.assert_allclose(np.load(stored), first, atol=1e-6)  # and written again
+
+
+def test_other_texts_are_another_entry(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PERSONAGRAPH_CACHE_DIR", str(tmp_path))
+    a = embeddings.encode_stored(["County Fair Rodeo: bull riding"])
+    b = embeddings.encode_stored(["Startup Office: standing desks"])
+    assert len(list((tmp_path / "vectors").glob("*.npy"))) == 2
+    assert not np.allclose(a, b)

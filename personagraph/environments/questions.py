@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from personagraph.embeddings import encode
+from personagraph.embeddings import encode, encode_stored
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
@@ -99,7 +99,7 @@ def shortlist_pool(persona: str, size: int) -> tuple[Environment, ...]:
     if size <= 0 or size >= len(pool):
         return pool
 
-    vectors = encode([f"{env.name}: {env.description}" for env in pool])
+    vectors = encode_stored([f"{env.name}: {env.description}" for env in pool])
     similarity = vectors @ encode([persona])[0]
     return tuple(pool[i] for i in np.argsort(-similarity, kind="stable")[:size])
 
