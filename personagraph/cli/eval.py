@@ -50,7 +50,8 @@ def eval_command(
     questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, help="Questions per task (default 2)."),
     shortlist: int | None = typer.Option(None, "--shortlist", min=0, help="Show the selector only the N pool "
                                          "environments nearest the persona by embedding (default 0: the whole "
-                                         "pool; helps small selector models)."),
+                                         "pool; helps small selector models). N up to --environments: no "
+                                         "selector, the nearest are taken."),
     persona_temperature: float | None = typer.Option(
         None, "--persona-temperature", min=0, max=2,
         help="Sampling temperature of the agents' answers "
@@ -61,8 +62,8 @@ def eval_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
-    quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
-                               f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
+    quick: bool = typer.Option(False, "--quick", help=f"Small run: the {QUICK['environments']} environments "
+                               f"nearest the persona, {QUICK['questions_per_task']} question per task, "
                                f"answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
                                "explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),

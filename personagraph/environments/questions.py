@@ -108,9 +108,15 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
     """Asks the selector for ``k`` environments from the pool; keeps only names that are in it.
 
     With ``shortlist`` > 0 the selector sees only that many environments, the ones closest to the
-    persona (see :func:`shortlist_pool`). When the model fails or names nothing usable, the selection
-    is ``failed`` (the run records why) rather than silently falling back to arbitrary environments.
+    persona (see :func:`shortlist_pool`); a shortlist no longer than ``k`` leaves nothing to choose, so
+    the ``k`` nearest are taken and no call is made (the quick run: its selector call was ~8 s of the
+    1.5B's time before any question could be written). When the model fails or names nothing usable,
+    the selection is ``failed`` (the run records why) rather than silently falling back to arbitrary
+    environments.
     """
+    if 0 < shortlist <= k:
+        nearest = list(await asyncio.to_thread(shortlist_pool, persona, k))
+        return Selection(nearest, shortlist=[env.name for env in nearest], requested=k)
     # the embedding shortlist runs in a thread; without one, no thread hop just to read the pool
     shown = await asyncio.to_thread(shortlist_pool, persona, shortlist) if shortlist > 0 else load_pool()
     by_name = {env.name.lower(): env for env in load_pool()}

@@ -62,6 +62,19 @@ async def test_whole_pool_is_listed_without_a_shortlist(shown: list[str]) -> Non
     assert shown == [env.name for env in load_pool()] and selection.shortlist == []
 
 
+@pytest.mark.parametrize("shortlist", [3, 2])
+async def test_a_shortlist_no_longer_than_the_environments_wanted_needs_no_selector(
+    shown: list[str], shortlist: int
+) -> None:
+    client = ModelClient.create("test:listing-selector", "env_selector")
+    persona = "A 70-year-old retired cowboy from Texas"
+    selection = await select_environments(client, persona, 3, shortlist=shortlist)
+    nearest = [env.name for env in shortlist_pool(persona, 3)]
+    assert [env.name for env in selection.environments] == nearest == selection.shortlist
+    assert (selection.status, selection.shortfall, selection.extra_calls) == ("ok", 0, 0)
+    assert shown == [] and client.meter.total_calls == 0  # nothing to choose: no call
+
+
 async def test_a_short_selection_is_topped_up_in_the_same_conversation() -> None:
     asked: list[list[dict[str, Any]]] = []
 
