@@ -137,7 +137,7 @@ def _write_stamp(target: Path, model: LocalModel) -> None:
     stamp = _stamp(target, model)
     if _read_stamp(target) == stamp:
         return
-    tmp = _stamp_path(target).with_suffix(f".tmp{os.getpid()}")
+    tmp = _stamp_path(target).with_name(f"{_stamp_path(target).name}.tmp{os.getpid()}")
     try:
         tmp.write_text(stamp)
         os.replace(tmp, _stamp_path(target))
