@@ -62,8 +62,8 @@ def eval_command(
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
-    quick: bool = typer.Option(False, "--quick", help=f"Small run: the {QUICK['environments']} environments "
-                               f"nearest the persona, {QUICK['questions_per_task']} question per task, "
+    quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
+                               f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
                                f"answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
                                "explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),

@@ -217,7 +217,7 @@ async def test_a_stored_unusable_reply_is_a_permanent_failure_and_not_retried(ru
 def test_the_quick_preset_fills_only_what_was_not_given() -> None:
     quick = EvalConfig(personas=["A nurse"], judges=["test:j1", "test:j2"], quick=True)
     preset = (quick.environments, quick.questions_per_task, quick.shortlist, quick.max_answer_tokens)
-    assert preset == (3, 1, 3, 128)
+    assert preset == (3, 1, 20, 128)
     assert quick.judges == ["test:j1"]
     given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2)
     assert (given.max_answer_tokens, given.environments) == (512, 2)
