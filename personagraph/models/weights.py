@@ -82,12 +82,14 @@ def ensure_weights(model: LocalModel) -> Path:
     with _lock:
         if target in _verified:
             return target
-        if target.is_file() and target.stat().st_size == model.size and (
-            _read_stamp(target) == _stamp(target, model) or sha256_file(target) == model.sha256
-        ):
-            _write_stamp(target, model)
-            _verified.add(target)
-            return target
+        if target.is_file() and target.stat().st_size == model.size:
+            if _read_stamp(target) == _stamp(target, model):
+                _verified.add(target)
+                return target
+            if sha256_file(target) == model.sha256:
+                _write_stamp(target, model)
+                _verified.add(target)
+                return target
         parts = part_files(model)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".tmp{os.getpid()}")
@@ -135,8 +137,6 @@ def _write_stamp(target: Path, model: LocalModel) -> None:
     """Records the stamp of a file whose hash matched; a cache folder that cannot take it only costs the
     hash again next time."""
     stamp = _stamp(target, model)
-    if _read_stamp(target) == stamp:
-        return
     tmp = _stamp_path(target).with_name(f"{_stamp_path(target).name}.tmp{os.getpid()}")
     try:
         tmp.write_text(stamp)
