@@ -136,10 +136,10 @@ def _read_stamp(target: Path) -> str | None:
 def _write_stamp(target: Path, model: LocalModel) -> None:
     """Records the stamp of a file whose hash matched; a cache folder that cannot take it only costs the
     hash again next time."""
-    stamp = _stamp(target, model)
-    tmp = _stamp_path(target).with_name(f"{_stamp_path(target).name}.tmp{os.getpid()}")
+    path = _stamp_path(target)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(stamp)
-        os.replace(tmp, _stamp_path(target))
+        tmp.write_text(_stamp(target, model))
+        os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)

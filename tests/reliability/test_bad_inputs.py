@@ -264,9 +264,15 @@ def finished_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         process = subprocess.Popen([sys.executable, "-m", "personagraph.cli", "-q", *argv], cwd=cwd,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         started[name] = (cwd, process)
-    for name, (_, process) in started.items():
-        _, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, f"{name}: {stderr}"
+    try:
+        for name, (_, process) in started.items():
+            _, stderr = process.communicate(timeout=300)
+            assert process.returncode == 0, f"{name}: {stderr}"
+    finally:
+        for _, process in started.values():  # after a failure, none is left running
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     return {name: cwd for name, (cwd, _) in started.items()}
 
 

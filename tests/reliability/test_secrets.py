@@ -26,24 +26,32 @@ def test_planted_key_is_never_written(tmp_path: Path) -> None:
     failing = subprocess.Popen(
         [sys.executable, "-m", "personagraph.cli", "-v", "eval", "--persona", "A 70-year-old cowboy",
          "--model", "openai:agent", "--judge", "openai:judge", "--environments", "1", "--questions-per-task",
-         "1", "--base-url", "http://127.0.0.1:9/v1", "--api-key", FLAG_KEY, "--run-dir", str(tmp_path / "down")],
+         "1", "--base-url", "http://127.0.0.1:9/v1", "--api-key", FLAG_KEY,
+         "--run-dir", str(tmp_path / "down")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
-    with fake_server(delay=0.0, rate_500=0.2, rate_429=0.1, retry_after=0.05) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "personagraph.cli", "-v", "eval", "--persona", "A 70-year-old cowboy",
-             "--model", "openai:agent", "--judge", "openai:judge", "--environments", "1",
-             "--questions-per-task", "1", "--base-url", server.base_url, "--run-dir", str(run_dir)],
+    try:
+        with fake_server(delay=0.0, rate_500=0.2, rate_429=0.1, retry_after=0.05) as server:
+            done = subprocess.run(
+                [sys.executable, "-m", "personagraph.cli", "-v", "eval", "--persona", "A 70-year-old cowboy",
+                 "--model", "openai:agent", "--judge", "openai:judge", "--environments", "1",
+                 "--questions-per-task", "1", "--base-url", server.base_url, "--run-dir", str(run_dir)],
+                capture_output=True, timeout=120, env=env,
+            )
+            assert done.returncode == 0, done.stderr.decode()[-2000:]
+            outputs += [done.stdout, done.stderr]
+        report = tmp_path / "report.html"
+        reported = subprocess.run(
+            [sys.executable, "-m", "personagraph.cli", "report", str(run_dir), "-o", str(report)],
             capture_output=True, timeout=120, env=env,
         )
-        assert done.returncode == 0, done.stderr.decode()[-2000:]
-        outputs += [done.stdout, done.stderr]
-    report = tmp_path / "report.html"
-    reported = subprocess.run([sys.executable, "-m", "personagraph.cli", "report", str(run_dir), "-o", str(report)],
-                              capture_output=True, timeout=120, env=env)
-    outputs += [reported.stdout, reported.stderr]
-    outputs += list(failing.communicate(timeout=300))
-    assert failing.returncode != 0  # the endpoint is down: a failure, not a success
+        outputs += [reported.stdout, reported.stderr]
+        outputs += list(failing.communicate(timeout=300))
+        assert failing.returncode != 0  # the endpoint is down: a failure, not a success
+    finally:
+        if failing.poll() is None:  # a failed assertion above: the process is not left running
+            failing.kill()
+            failing.wait()
     files = _files(run_dir) + _files(tmp_path / "down") + ([report] if report.exists() else [])
     assert any(p.name == "run.sqlite" for p in files)
     for secret in (KEY, FLAG_KEY):
