@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from personagraph.judges.protocols import persona_facts
 
@@ -49,7 +48,17 @@ class Text:
 
 def content_words(text: str) -> frozenset[str]:
     """Lower-case words of three letters or more that are not English stop words."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in ENGLISH_STOP_WORDS)
+    stop_words = _stop_words()
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in stop_words)
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words, imported when first needed: importing scikit-learn costs about a
+    second (it loads scipy and pandas), which every command would pay at start-up."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return ENGLISH_STOP_WORDS
 
 
 @lru_cache(maxsize=1)

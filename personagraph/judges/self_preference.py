@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.stats import bootstrap_ci, independent_bootstrap_ci, mean_difference
@@ -92,6 +91,8 @@ def unpaired_gap(
     gap = float(a.mean() - b.mean()) if a.size and b.size else None
     p_value = low = high = None
     if a.size and b.size:
+        from scipy import stats  # imported where used (~0.6 s at start-up)
+
         p_value = _finite(_quiet(stats.mannwhitneyu, a, b, alternative="two-sided").pvalue)
     if a.size >= 2 and b.size >= 2:
         if np.ptp(a) == 0 and np.ptp(b) == 0:
@@ -120,6 +121,8 @@ def paired_gap(
     diff = a - b
     p_value = None
     if diff.size and np.any(diff != 0):
+        from scipy import stats
+
         p_value = _finite(_quiet(stats.wilcoxon, a, b).pvalue)
     low, high = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
     return Gap(

@@ -24,15 +24,16 @@ from typing import Any, Literal
 import krippendorff
 import numpy as np
 from pydantic import BaseModel
-from scipy import special, stats
-from sklearn.exceptions import UndefinedMetricWarning
+from scipy import special
 
 BootstrapMethod = Literal["BCa", "percentile", "basic"]
 MeasurementLevel = Literal["nominal", "ordinal", "interval", "ratio"]
 
 # Warnings the wrapped libraries raise for degenerate input that we report as NaN / None instead
-# (scipy's ConstantInputWarning, DegenerateDataWarning and SmallSampleWarning are RuntimeWarnings).
-_DEGENERATE_WARNINGS: tuple[type[Warning], ...] = (RuntimeWarning, UndefinedMetricWarning)
+# (scipy's ConstantInputWarning, DegenerateDataWarning and SmallSampleWarning are RuntimeWarnings). A
+# scikit-learn statistic silences its own UserWarnings (behavior's κ does): importing scikit-learn here
+# for its UndefinedMetricWarning cost every command about a second at start-up.
+_DEGENERATE_WARNINGS: tuple[type[Warning], ...] = (RuntimeWarning,)
 
 
 class Stats(BaseModel):
@@ -510,6 +511,8 @@ def spearman(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
 
     Vectorised so a bootstrap evaluates every resample in one call; NaN where either side is constant.
     """
+    from scipy import stats  # scipy.stats is imported where used: it adds ~0.6 s to every command's start
+
     return _pearson(stats.rankdata(x, axis=axis), stats.rankdata(y, axis=axis), axis)
 
 

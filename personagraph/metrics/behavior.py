@@ -25,8 +25,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, create_model
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import cohen_kappa_score
 
 from personagraph.embeddings import PACKAGED_MINILM, embed, resolve_model
 from personagraph.errors import PersonagraphError
@@ -234,6 +232,8 @@ def cohen_kappa(
     a = np.array([codes[x] for x in labeller], dtype=float)
     b = np.array([codes[x] for x in human], dtype=float)
 
+    from sklearn.metrics import cohen_kappa_score  # scikit-learn: imported where used (~1 s at start-up)
+
     def kappa(x: np.ndarray, y: np.ndarray) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # κ of constant labels: reported as None
@@ -319,6 +319,8 @@ class StrategyClassifier:
         labels = [check_label(label, "training labels") for label in labels]
         if len(set(labels)) < 2:
             raise PersonagraphError("the strategy classifier needs utterances of at least two strategies to fit")
+        from sklearn.linear_model import LogisticRegression  # imported where used (~1 s at start-up)
+
         model = LogisticRegression(C=c, max_iter=2000, random_state=seed)
         model.fit(embed(list(texts), embedding_model), labels)
         return cls(model, embedding_model)
@@ -358,6 +360,8 @@ class StrategyClassifier:
             raise PersonagraphError(f"{path}: not a personagraph strategy classifier")
         for label in data["classes"]:
             check_label(label, f"{path}")
+        from sklearn.linear_model import LogisticRegression
+
         model = LogisticRegression()
         model.classes_ = np.array(data["classes"])
         model.coef_ = np.array(data["coef"], dtype=float)

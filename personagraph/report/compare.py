@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats as scipy_stats
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.stats import bootstrap_ci
@@ -124,6 +123,8 @@ def paired_difference(task: str, a: list[float], b: list[float], *, seed: int = 
         low, high = _finite(low), _finite(high)
     statistic = p_value = None
     if np.any(diffs != 0):
+        from scipy import stats as scipy_stats  # imported where used (~0.6 s at start-up)
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = scipy_stats.wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
