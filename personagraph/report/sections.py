@@ -645,13 +645,16 @@ def controls_table(summary: dict[str, Any]) -> Table | None:
             verdict = "clearly below"
         else:
             verdict = "⚠ NOT clearly below" if row.get("flagged") else "not clearly below (reported only)"
-        rows.append({"model": row.get("model"), "control": row.get("control"),
+        rows.append({"model": row.get("model"), "control": row.get("kind") or row.get("control"),
                      "control_score": (arms.get(row.get("control")) or {}).get("persona_score"),
                      "diff": row.get("diff"), "ci": _ci_pair(row.get("ci")), "n": row.get("n"),
                      "verdict": verdict})
     contrasts = controls.get("contrast_personas") or {}
-    note = (f"agent − control: PersonaScore difference on the questions both scored, paired bootstrap 95% CI; "
-            f"{controls.get('rule', '')}. A contrast or refusal arm not clearly below flags the judges.")
+    note = ("control arms: generic (the agent as a helpful AI assistant, control:generic:<agent>), "
+            "contrast (the agent playing a contrasting persona, judged against the real one, "
+            "control:contrast:<agent>), refusal (control:refusal). agent − control: PersonaScore "
+            f"difference on the questions both scored, paired bootstrap 95% CI; {controls.get('rule', '')}. "
+            "A contrast or refusal arm not clearly below flags the judges.")
     if len(contrasts) == 1:
         note += f" Contrast persona: {next(iter(contrasts.values()))}"
     return Table("Control arms: the judges' standing",

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from personagraph.report.tables import Column, Table
+from personagraph.report.tables import Column, Table, fmt
 from personagraph.report.view import rich_table
 
 LONG = "openai@vllm:Qwen/Qwen2.5-7B-Instruct"
@@ -45,3 +45,30 @@ def test_turned_table_keeps_rows_side_by_side_when_they_fit() -> None:
     lines = _render(_wide([LONG, SHORT]), 120)
     assert any(LONG in line and SHORT in line for line in lines)
     assert sum("metric 0" in line for line in lines) == 1
+
+
+def _seven_columns() -> Table:
+    """The control arms' shape: text and number columns, seven of them, three rows."""
+    columns = [Column("model", "agent"), Column("control", "control arm"),
+               Column("score", "control PersonaScore", "score"), Column("diff", "agent − control", "score"),
+               Column("ci", "95% CI (paired)"), Column("n", "questions", "int"), Column("verdict", "judged")]
+    verdicts = [("generic", "clearly below"), ("contrast", "⚠ NOT clearly below"),
+                ("refusal", "not clearly below (reported only)")]
+    rows = [{"model": SHORT, "control": kind, "score": 1.9 + i, "diff": 0.72 - i, "ci": "[+0.14, +1.51]",
+             "n": 5, "verdict": verdict} for i, (kind, verdict) in enumerate(verdicts)]
+    return Table("Control arms: the judges' standing", columns, rows)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_a_table_in_rows_is_never_cut_at_the_right_edge(width: int) -> None:
+    """Floors of 10 for each text column once summed past a pipe's 80 columns: rich then cut the right-hand
+    columns off, and the verdicts read "clea"."""
+    table = _seven_columns()
+    lines = _render(table, width)
+    boxed = [line.rstrip() for line in lines if line[:1] in "┏┃┡│└"]
+    assert boxed and all(line[-1] in "┓┃┩│┘" for line in boxed), "\n".join(lines)
+    body = [line.split("│")[1:-1] for line in boxed if line.startswith("│")]
+    shown = ["".join(cells[i] for cells in body).replace(" ", "") for i in range(len(table.columns))]
+    for i, column in enumerate(table.columns):  # each column's cells, folded over lines, read in order
+        expected = "".join(fmt(row[column.key], column.fmt) for row in table.rows).replace(" ", "")
+        assert shown[i] == expected, "\n".join(lines)
