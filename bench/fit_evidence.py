@@ -8,7 +8,8 @@ target is the share of the scale the humans gave, averaged over the two ratings:
 − 1) / 4) / 2, so one score ranks replies on both (``--knowledge-weight`` moves the balance: a fit that
 weighs Uses Knowledge more ranks it better and Overall worse). The model is a logistic regression on
 standardised inputs with soft labels (each reply twice, as 1 and 0, weighted by its target share), L2
-``--c``.
+``--c``. Beside it, the grounding model (``GROUNDING_INPUTS``, target the Uses Knowledge rating alone) that
+the ``answer: text`` checks of the other rubrics read; ``--write`` writes both.
 
 Honest figures: contexts are held out, never replies — 5-fold cross-validation by context, repeated
 ``--repeats`` times with shuffled folds; each fold standardises and fits on its training contexts only.
@@ -133,6 +134,13 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 # out, whole dialogue, in 94 of 100 folds. "knowledge stems + likelihood" (features.knowledge_stems: attitude
 # words out, the rest as before) — chosen.
 CHOSEN = "knowledge stems + likelihood"
+# The grounding model (judges/evidence.yaml `grounding`; judges/protocols.grounding_model): P(the reply draws
+# on the persona's facts) from text alone, for the rubrics without graded data (their `answer: text` checks).
+# Its target is the Uses Knowledge rating alone, the question those checks ask; its inputs the two cheap
+# text features of CHOSEN (no likelihood pass: it scores three of the five verdicts of every question).
+# 2026-12-03, 10 repeats: 0.820 with Uses Knowledge (the stem count alone 0.807 as a raw ranking, the MiniLM
+# cosine 0.756), chosen as the first set tried; it was not scored on bench/rubric_dev before it was written.
+GROUNDING_INPUTS = ("knowledge_stems", "sentence_fact_similarity")
 
 
 def load_dev(dev: Path) -> tuple[list[MetaItem], np.ndarray, np.ndarray]:
@@ -235,6 +243,16 @@ def _row(k: tuple[float, ...], o: tuple[float, ...]) -> str:
     return f"{k[0]:8.3f} [{k[1]:.3f}, {k[2]:.3f}]    {o[0]:8.3f} [{o[1]:.3f}, {o[2]:.3f}]"
 
 
+def _entry(inputs: tuple[str, ...], columns: dict[str, list[float]], share: np.ndarray, c: float,
+           fitted_on: str) -> dict[str, Any]:
+    """A model fitted on every reply, as judges/evidence.yaml holds it."""
+    mean, scale, model = fit(np.column_stack([columns[n] for n in inputs]), share, c)
+    return {"inputs": list(inputs), "mean": [round(float(v), 6) for v in mean],
+            "scale": [round(float(v), 6) for v in scale],
+            "weights": [round(float(v), 6) for v in model.coef_[0]],
+            "intercept": round(float(model.intercept_[0]), 6), "fitted_on": fitted_on}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=DEV)
@@ -298,29 +316,30 @@ def main() -> None:
         best, d = against_best(chosen, columns, human, args.seed)
         print(f"{CHOSEN} − baseline {best} on {rating}: {d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] "
               "(paired bootstrap over replies, first repeat's CV predictions)")
+    x = np.column_stack([columns[n] for n in GROUNDING_INPUTS])
+    grounding_preds = cross_validate(x, knowledge, groups, args.c, args.repeats, args.seed)
+    grounding_rho = float(np.mean([spearman(p, knowledge) for p in grounding_preds]))
+    k = rho_ci(grounding_preds[0], knowledge, args.seed)
+    print(f"{'grounding (target Uses Knowledge)':34} {k[0]:8.3f} [{k[1]:.3f}, {k[2]:.3f}]    "
+          f"(mean {grounding_rho:.3f} over the repeats; inputs {', '.join(GROUNDING_INPUTS)})")
     print(f"load average at end {load_average()}")
-    inputs = CANDIDATES[CHOSEN]
-    x = np.column_stack([columns[n] for n in inputs])
-    mean, scale, model = fit(x, share, args.c)
     weighted = "" if args.knowledge_weight == 0.5 else f" --knowledge-weight {args.knowledge_weight}"
-    entry = {
-        "inputs": list(inputs), "mean": [round(float(v), 6) for v in mean],
-        "scale": [round(float(v), 6) for v in scale],
-        "weights": [round(float(v), 6) for v in model.coef_[0]],
-        "intercept": round(float(model.intercept_[0]), 6),
-        "fitted_on": (f"{len(items)} replies of judge-dev usr_knowledge + usr_overall, judge {args.judge}, "
-                      f"likelihoods {scoring_model()} in {precision()}, "
-                      f"C={args.c}: python bench/fit_evidence.py --write{weighted}; "
-                      "cross-validated by context: "
-                      f"ρ knowledge {results[CHOSEN]['knowledge']:.3f}, "
-                      f"overall {results[CHOSEN]['overall']:.3f}"),
-    }
+    command = f"C={args.c}: python bench/fit_evidence.py --write{weighted}; cross-validated by context: "
+    entry = _entry(CANDIDATES[CHOSEN], columns, share, args.c,
+                   f"{len(items)} replies of judge-dev usr_knowledge + usr_overall, judge {args.judge}, "
+                   f"likelihoods {scoring_model()} in {precision()}, {command}"
+                   f"ρ knowledge {results[CHOSEN]['knowledge']:.3f}, "
+                   f"overall {results[CHOSEN]['overall']:.3f}")
+    grounding = _entry(GROUNDING_INPUTS, columns, knowledge, args.c,
+                       f"{len(items)} replies of judge-dev usr_knowledge (its rating alone), {command}"
+                       f"ρ knowledge {grounding_rho:.3f}")
     print("chosen model:", json.dumps(entry))
+    print("grounding model:", json.dumps(grounding))
     if args.write:
         path = PACKAGE / EVIDENCE_FILE
         header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
                          if line.startswith("#"))
-        body = {"version": 1, "models": {"Persona Consistency": entry}}
+        body = {"version": 1, "models": {"Persona Consistency": entry}, "grounding": grounding}
         path.write_text(header + yaml.safe_dump(body, sort_keys=False, width=100), encoding="utf-8")
         print(f"wrote {path}")
 

@@ -27,10 +27,12 @@ from personagraph.judges.protocols import (
     fence,
     gate_share,
     get_protocol,
+    grounding_model,
     persona_facts,
     persona_text,
     score_schema,
     stated_good,
+    text_checks,
 )
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.models import ModelClient
@@ -166,19 +168,18 @@ async def _read_judge(
         if not reply.ok or reply.value is None:
             return Scored("failed", None, "", reply.raw, reply.error)
         answers = reply.value.model_dump()
-        score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts)
+        text = Text(persona=persona or "", question=question or "", response=response)
+        read = await _read_text_checks(text_checks(protocol, rubric), text)
+        score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts, read)
         rationale = "; ".join(
             f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
-            for (key, value), p in zip(answers.items(), good, strict=True)
+            for (key, value), p in zip(answers.items(), good[:len(checks)], strict=True)
         )
-        inputs: dict[str, float | None] = dict(check_probabilities(checks, good))
+        rationale += "".join(f"; {check.name} (read from the text): P good {p:.2f}" for check, p in read)
+        inputs: dict[str, float | None] = dict(check_probabilities([*checks, *(c for c, _ in read)], good))
         model = evidence_model(rubric) if protocol.weighed else None
         if model is not None:
-            # after the judge's call, not beside it: on 2 cores torch's threads beside llama.cpp's stalled the
-            # quick run's other judge calls (its verdicts ended ~10 s later with the same tokens)
-            text = Text(persona=persona or "", question=question or "", response=response)
-            features = await asyncio.to_thread(compute_features, model.features, [text])  # off the loop
-            values = {name: column[0] for name, column in features.items()}
+            values = await _features(model, text)
             score, expected, weighed = _weigh(model, checks, answers, good, values, rubric.scale)
             rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
             inputs.update(weighed)
@@ -191,6 +192,23 @@ async def _read_judge(
     rationale = str(value.get("rationale", "")).strip()
     expected = expected_score(reply.logprobs, rubric.scale)
     return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected, cached=reply.cached)
+
+
+async def _features(model: EvidenceModel, text: Text) -> dict[str, float]:
+    """The text features ``model`` reads, computed off the event loop. After the judge's call, not beside
+    it: on 2 cores torch's threads beside llama.cpp's stalled the quick run's other judge calls (its
+    verdicts ended ~10 s later with the same tokens)."""
+    features = await asyncio.to_thread(compute_features, model.features, [text])
+    return {name: column[0] for name, column in features.items()}
+
+
+async def _read_text_checks(checks: tuple[Check, ...], text: Text) -> list[tuple[Check, float]]:
+    """Each ``answer: text`` check with its P(good): the grounding model's share for the response."""
+    model = grounding_model()
+    if not checks or model is None:
+        return []
+    share = model.share(await _features(model, text))
+    return [(check, share) for check in checks]
 
 
 def _weigh(

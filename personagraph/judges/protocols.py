@@ -16,7 +16,8 @@ beside the integer one.
   persona words the response brings, MiniLM similarity to the facts, repetition, relevance to the line
   answered) weighed by a logistic model fitted on the graded development files
   (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric without fitted weights there
-  is scored by the checklist rule. Gates (an AI disclosure) still take the score to the minimum.
+  is scored by the checklist rule, whose ``answer: text`` checks read the text-only grounding model
+  instead of asking the judge. Gates (an AI disclosure) still take the score to the minimum.
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -185,15 +186,17 @@ class Check(BaseModel):
     ``answer`` "yes_no": ``good`` is the answer a good response gets. ``answer`` "fact": the judge names
     the number of the persona fact the response shows, or 0 for none; any fact is good. Naming a number
     makes a small judge look the facts up, where a yes/no question lets it answer by habit (the persona-
-    swap dev set: bench/judge_protocols.py). A ``gate`` is not weighed in: a bad answer to it takes the
-    score to the rubric's minimum (an AI disclosure is no persona answer however well it reads).
+    swap dev set: bench/judge_protocols.py). ``answer`` "text": never asked; under ``evidence`` its P(good)
+    is the grounding model's reading of the response text (:func:`grounding_model`), under ``checklist``
+    the check is left out. A ``gate`` is not weighed in: a bad answer to it takes the score to the
+    rubric's minimum (an AI disclosure is no persona answer however well it reads).
     """
 
     model_config = ConfigDict(frozen=True)  # hashable: the reply schema is cached per checklist
 
     question: str
     name: str = ""  # how judges/evidence.yaml names this check's P(good) ("check:<name>")
-    answer: Literal["yes_no", "fact"] = "yes_no"
+    answer: Literal["yes_no", "fact", "text"] = "yes_no"
     good: Literal["yes", "no"] = "yes"
     weight: float = Field(1.0, gt=0)
     gate: bool = False
@@ -212,6 +215,9 @@ def _checklists() -> dict[str, tuple[Check, ...]]:
         except (ValidationError, TypeError) as exc:
             message = f"personagraph/{CHECKLISTS_FILE}: {task}: {exc}".splitlines()[0]
             raise PersonagraphError(message) from None
+        if any(c.answer == "text" and (c.gate or not c.name) for c in out[str(task)]):
+            raise PersonagraphError(f"personagraph/{CHECKLISTS_FILE}: {task}: a check read from the text "
+                                    "(answer: text) needs a name and cannot be a gate")
     return out
 
 
@@ -288,23 +294,26 @@ def expected_score(logprobs: Sequence[TokenLogprobs] | None, scale: tuple[int, i
 
 def checklist_score(
     checks: Sequence[Check], answers: dict[str, Any], logprobs: Sequence[TokenLogprobs] | None,
-    scale: tuple[int, int], facts: int,
+    scale: tuple[int, int], facts: int, read: Sequence[tuple[Check, float]] = (),
 ) -> tuple[int, float | None, list[float | None]]:
     """The rule: low + (high − low) · (Σ wᵢ·goodᵢ / Σ wᵢ over weighed checks) · :func:`gate_share`
     (Π good over the gates).
 
     ``good`` is 1/0 from the stated answers for the integer score (rounded) and P(good) from the
-    log-probabilities for the expected one (None unless every check has them). Returns both and the
-    per-check P(good) (None where unread), which the verdict's rationale shows.
+    log-probabilities for the expected one (None unless every asked check has them). ``read``: the checks
+    read from the text (``answer: text``) with their P(good), weighed in beside the asked ones (stated good
+    when P ≥ 0.5). Returns both scores and the per-check P(good) of the asked checks, then the read ones
+    (None where unread), which the verdict's rationale shows.
     """
     low, high = scale
     keyed = [(f"q{i}", check) for i, check in enumerate(checks, start=1)]
-    stated = stated_good(checks, answers)
-    probabilities = [_p_good(check, logprobs, key, facts) for key, check in keyed]
-    integer = low + round((high - low) * _combine(checks, stated))
+    every = [*checks, *(check for check, _ in read)]
+    stated = [*stated_good(checks, answers), *(float(p >= 0.5) for _, p in read)]
+    probabilities = [*(_p_good(check, logprobs, key, facts) for key, check in keyed), *(p for _, p in read)]
+    integer = low + round((high - low) * _combine(every, stated))
     if any(p is None for p in probabilities):
         return integer, None, probabilities
-    return integer, low + (high - low) * _combine(checks, probabilities), probabilities  # type: ignore[arg-type]
+    return integer, low + (high - low) * _combine(every, probabilities), probabilities  # type: ignore[arg-type]
 
 
 def stated_good(checks: Sequence[Check], answers: dict[str, Any]) -> list[float]:
@@ -367,38 +376,68 @@ class EvidenceModel(BaseModel):
         return tuple(name for name in self.inputs if not name.startswith("check:"))
 
 
+GROUNDING = "grounding"  # judges/evidence.yaml's text-only model, read by the checks with ``answer: text``
+
+
+def _evidence_model(label: str, entry: Any) -> EvidenceModel:
+    try:
+        model = EvidenceModel.model_validate(entry)
+    except (ValidationError, TypeError) as exc:
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {label}: {exc}".splitlines()[0]) from None
+    if not len(model.inputs) == len(model.mean) == len(model.scale) == len(model.weights):
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {label}: inputs, mean, scale and weights "
+                                "must have one entry each")
+    if label == GROUNDING and len(model.features) < len(model.inputs):
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {GROUNDING}: reads the text only, no check")
+    return model
+
+
 @lru_cache(maxsize=1)
 def _evidence_models() -> dict[str, EvidenceModel]:
+    """The per-rubric models by task name (``models``) and the ``grounding`` model under its own name."""
     data = read_yaml(EVIDENCE_FILE) or {}
-    out = {}
-    for task, entry in (data.get("models") or {}).items():
-        try:
-            model = EvidenceModel.model_validate(entry)
-        except (ValidationError, TypeError) as exc:
-            raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {task}: {exc}".splitlines()[0]) from None
-        if not len(model.inputs) == len(model.mean) == len(model.scale) == len(model.weights):
-            raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {task}: inputs, mean, scale and weights "
-                                    "must have one entry each")
-        out[str(task)] = model
+    out = {str(task): _evidence_model(str(task), entry) for task, entry in (data.get("models") or {}).items()}
+    if GROUNDING in out:
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: models: {GROUNDING!r} is no rubric's task")
+    if data.get(GROUNDING) is not None:
+        out[GROUNDING] = _evidence_model(GROUNDING, data[GROUNDING])
     return out
 
 
 def evidence_model(rubric: Rubric) -> EvidenceModel | None:
     """The fitted model of the rubric (by task name), None when it has none (then the checklist rule)."""
-    return _evidence_models().get(rubric.task)
+    return None if rubric.task == GROUNDING else _evidence_models().get(rubric.task)
+
+
+def grounding_model() -> EvidenceModel | None:
+    """P(the response draws on the persona's facts) from its text alone: a logistic model of the persona
+    stems it states and its best sentence-to-fact MiniLM cosine, fitted on the graded Uses Knowledge
+    ratings (bench/fit_evidence.py). The ``answer: text`` checks of the rubrics without a fitted model read
+    it: there the small judge's own "which fact shapes it" answer barely tells an answer that plays the
+    persona from one that plays another (``eval --controls``: the contrast arm)."""
+    return _evidence_models().get(GROUNDING)
 
 
 def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
-    """The questions the judge is asked: the rubric's checklist, but under a weighed protocol with a fitted
-    model only the checks the model reads and the gates. Asking the others would change no score and
-    cost generated tokens and seconds per verdict (the fitted Persona Consistency model reads no check:
-    its call asks the disclosure gate alone)."""
-    checks = checklist(rubric) if protocol.reply == "checklist" else ()
+    """The questions the judge is asked: the rubric's checklist (never its ``answer: text`` checks), but
+    under a weighed protocol with a fitted model only the checks the model reads and the gates. Asking
+    the others would change no score and cost generated tokens and seconds per verdict (the fitted
+    Persona Consistency model reads no check: its call asks the disclosure gate alone)."""
+    asked = tuple(c for c in checklist(rubric) if c.answer != "text")
+    checks = asked if protocol.reply == "checklist" else ()
     model = evidence_model(rubric) if protocol.weighed else None
     if model is None:
         return checks
     read = set(model.inputs)
     return tuple(c for c in checks if c.gate or f"check:{c.name}" in read) or checks
+
+
+def text_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
+    """The checks read from the text (``answer: text``) that score the rubric: under a weighed protocol,
+    for a rubric scored by its checklist rule (no fitted model), when the grounding model is packaged."""
+    if not protocol.weighed or evidence_model(rubric) is not None or grounding_model() is None:
+        return ()
+    return tuple(c for c in checklist(rubric) if c.answer == "text")
 
 
 def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -> dict[str, float | None]:

@@ -14,6 +14,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.judges import judge as judge_module
 from personagraph.judges import protocols as protocols_module
 from personagraph.judges.features import Text, new_persona_stems
+from personagraph.judges.features import compute as compute_features
 from personagraph.judges.judge import score_response
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
@@ -234,10 +235,11 @@ def test_in_character_text_is_not_an_instruction(text: str) -> None:
     assert detect_judge_instruction(text) is None
 
 
-def _answer_checks(messages: list[dict[str, Any]], disclose: bool) -> str:
-    """Answers whichever Persona Consistency checks the prompt asks (by their text): each the good answer
+def _answer_checks(messages: list[dict[str, Any]], disclose: bool,
+                   rubric: str = "persona_consistency") -> str:
+    """Answers whichever checks of ``rubric`` the prompt asks (by their text): each the good answer
     (fact 1), except the disclosure gate when ``disclose``."""
-    by_question = {c.question.strip(): c for c in checklist(load_rubric("persona_consistency"))}
+    by_question = {c.question.strip(): c for c in checklist(load_rubric(rubric))}
     answers: dict[str, Any] = {}
     for key, question in re.findall(r"^(q\d+)\. (.+)$", messages[-1]["content"], flags=re.M):
         check = by_question[question]
@@ -255,8 +257,18 @@ def checks_disclosing(messages: list[dict[str, Any]], schema: dict[str, Any] | N
     return _answer_checks(messages, disclose=True)
 
 
+ACTION_PROMPTS: list[str] = []
+
+
+def action_checks_good(messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    """Expected Action's asked checks answered well, the same for every response (prompts recorded)."""
+    ACTION_PROMPTS.append(messages[-1]["content"])
+    return _answer_checks(messages, disclose=False, rubric="expected_action")
+
+
 register_script("checks-good", checks_good)
 register_script("checks-disclosing", checks_disclosing)
+register_script("action-checks-good", action_checks_good)
 WEIGHED = EvidenceModel(inputs=("check:fact", "check:sensible", "new_persona_stems"), mean=(0.5, 0.5, 1.0),
                         scale=(0.5, 0.5, 1.0), weights=(1.0, 0.5, 0.8), intercept=-0.2)
 
@@ -314,3 +326,93 @@ def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> 
     finally:
         monkeypatch.undo()
         protocols_module._evidence_models.cache_clear()
+
+
+def test_checks_read_from_the_text_are_weighed_beside_the_asked_ones() -> None:
+    checks = [Check(question="which fact?", answer="fact", weight=2),
+              Check(question="an AI?", good="no", gate=True)]
+    read = [(Check(question="grounded?", name="grounding", answer="text", weight=2), 0.3)]
+    logprobs = tokens('{"q1": ', ("1", {"1": 0.8, "0": 0.2}),
+                      ', "q2": "', ("no", {"no": 0.9, "yes": 0.1}), '"}')
+    answers = {"q1": 1, "q2": "no"}
+    score, expected, good = checklist_score(checks, answers, logprobs, (1, 5), facts=1, read=read)
+    assert good == pytest.approx([0.8, 0.9, 0.3])  # the asked checks in order, then the read ones
+    assert expected == pytest.approx(1 + 4 * (2 * 0.8 + 2 * 0.3) / 4 * 0.9)
+    assert score == 1 + round(4 * (2 * 1 + 2 * 0) / 4)  # stated: a read P below 0.5 is not good
+    # Without log-probabilities the read checks still count in the integer score.
+    assert checklist_score(checks, answers, None, (1, 5), facts=1, read=[(read[0][0], 0.7)])[:2] == (5, None)
+
+
+GROUNDED = EvidenceModel(inputs=("new_persona_stems",), mean=(1.0,), scale=(1.0,), weights=(2.0,),
+                         intercept=0.0)
+
+
+async def test_the_grounding_check_is_read_from_the_text_under_evidence_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(judge_module, "grounding_model", lambda: GROUNDED)
+    monkeypatch.setattr(protocols_module, "grounding_model", lambda: GROUNDED)
+    rubric = load_rubric("expected_action")
+    grounding = next(c for c in checklist(rubric) if c.answer == "text")
+    assert all(c.answer != "text" for c in asked_checks(get_protocol("evidence", "local:x"), rubric))
+    persona = "I am a retired cowboy. I live in Texas."
+    judge = ModelClient.create("test:action-checks-good", "judge")
+    ACTION_PROMPTS.clear()
+    grounded = "I'd saddle up like the old cowboy I am, Texas style."
+    generic = "I would check my email first."
+    scored = {}
+    for response in (grounded, generic):
+        for protocol in ("evidence", "checklist"):
+            scored[response, protocol] = await score_response(judge, rubric, persona=persona,
+                                                              question="Roundup?", response=response,
+                                                              protocol=protocol)
+    # The judge answers both alike; the text tells them apart, under evidence only.
+    assert scored[grounded, "checklist"].score == scored[generic, "checklist"].score == 5
+    assert scored[grounded, "evidence"].expected > scored[generic, "evidence"].expected
+    share = GROUNDED.share({"new_persona_stems": new_persona_stems(Text(persona, "Roundup?", grounded))})
+    assert scored[grounded, "evidence"].inputs["check:grounding"] == pytest.approx(share)
+    assert f"grounding (read from the text): P good {share:.2f}" in scored[grounded, "evidence"].rationale
+    assert "check:grounding" not in scored[grounded, "checklist"].inputs
+    assert len(ACTION_PROMPTS) == 4 and all(grounding.question not in prompt for prompt in ACTION_PROMPTS)
+
+
+def test_the_packaged_grounding_model_reads_a_played_persona_above_another() -> None:
+    model = protocols_module.grounding_model()
+    assert model is not None and model.features == model.inputs  # text only: no judge answer
+    persona = "A 70-year-old retired cowboy from Texas"
+    values = lambda response: compute_features(model.features, [Text(persona, "The roundup?", response)])  # noqa: E731
+    played = values("Back on my ranch in Texas I rode herd for forty years; this old cowboy still ropes.")
+    other = values("As a tech founder in Lagos I would pitch the investors our fintech app first.")
+    share = lambda v: model.share({n: v[n][0] for n in model.inputs})  # noqa: E731
+    assert share(played) > 0.5 > share(other)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"grounding": {"inputs": ["check:fact"], "mean": [0.5], "scale": [1.0], "weights": [1.0],
+                    "intercept": 0}},
+     "evidence.yaml: grounding: reads the text only"),
+    ({"models": {"grounding": {"inputs": ["repetition"], "mean": [0.5], "scale": [1.0], "weights": [1.0],
+                               "intercept": 0}}}, "models: 'grounding' is no rubric's task"),
+])
+def test_a_broken_grounding_model_is_one_line(monkeypatch: pytest.MonkeyPatch, data: dict,
+                                              message: str) -> None:
+    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: data)
+    protocols_module._evidence_models.cache_clear()
+    try:
+        with pytest.raises(PersonagraphError, match=message):
+            protocols_module.grounding_model()
+    finally:
+        monkeypatch.undo()
+        protocols_module._evidence_models.cache_clear()
+
+
+def test_a_check_read_from_the_text_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: {"Expected Action": [
+        {"question": "grounded?", "name": "grounding", "answer": "text", "gate": True}]})
+    protocols_module._checklists.cache_clear()
+    try:
+        with pytest.raises(PersonagraphError, match="Expected Action: a check read from the text"):
+            checklist(load_rubric("expected_action"))
+    finally:
+        monkeypatch.undo()
+        protocols_module._checklists.cache_clear()
