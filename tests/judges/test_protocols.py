@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -316,16 +318,24 @@ def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
     assert names("evidence") == names("checklist")  # no fitted model: the checklist rule needs them all
 
 
-def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: {"models": {"Persona Consistency": {
-        "inputs": ["check:fact"], "mean": [0.5, 1.0], "scale": [1.0], "weights": [1.0], "intercept": 0.0}}})
-    protocols_module._evidence_models.cache_clear()
+@contextmanager
+def _reading(monkeypatch: pytest.MonkeyPatch, data: dict, loader: Any) -> Iterator[None]:
+    """The package's data files read as ``data`` inside; ``loader`` (an lru_cache'd reader) cleared around."""
+    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: data)
+    loader.cache_clear()
     try:
-        with pytest.raises(PersonagraphError, match="evidence.yaml: Persona Consistency: inputs, mean"):
-            evidence_model(load_rubric("persona_consistency"))
+        yield
     finally:
         monkeypatch.undo()
-        protocols_module._evidence_models.cache_clear()
+        loader.cache_clear()
+
+
+def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = {"models": {"Persona Consistency": {
+        "inputs": ["check:fact"], "mean": [0.5, 1.0], "scale": [1.0], "weights": [1.0], "intercept": 0.0}}}
+    with _reading(monkeypatch, data, protocols_module._evidence_models):
+        with pytest.raises(PersonagraphError, match="evidence.yaml: Persona Consistency: inputs, mean"):
+            evidence_model(load_rubric("persona_consistency"))
 
 
 def test_checks_read_from_the_text_are_weighed_beside_the_asked_ones() -> None:
@@ -396,23 +406,14 @@ def test_the_packaged_grounding_model_reads_a_played_persona_above_another() -> 
 ])
 def test_a_broken_grounding_model_is_one_line(monkeypatch: pytest.MonkeyPatch, data: dict,
                                               message: str) -> None:
-    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: data)
-    protocols_module._evidence_models.cache_clear()
-    try:
+    with _reading(monkeypatch, data, protocols_module._evidence_models):
         with pytest.raises(PersonagraphError, match=message):
             protocols_module.grounding_model()
-    finally:
-        monkeypatch.undo()
-        protocols_module._evidence_models.cache_clear()
 
 
 def test_a_check_read_from_the_text_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(protocols_module, "read_yaml", lambda path: {"Expected Action": [
-        {"question": "grounded?", "name": "grounding", "answer": "text", "gate": True}]})
-    protocols_module._checklists.cache_clear()
-    try:
+    check = {"question": "grounded?", "name": "grounding", "answer": "text", "gate": True}
+    data = {"Expected Action": [check]}
+    with _reading(monkeypatch, data, protocols_module._checklists):
         with pytest.raises(PersonagraphError, match="Expected Action: a check read from the text"):
             checklist(load_rubric("expected_action"))
-    finally:
-        monkeypatch.undo()
-        protocols_module._checklists.cache_clear()
