@@ -140,8 +140,10 @@ def get_protocol(name: str | None, judge: str) -> Protocol:
 
 
 def evidence_features() -> set[str]:
-    """Every text feature the fitted models read."""
-    return {name for model in _evidence_models().values() for name in model.features}
+    """Every text feature the fitted models and the grounding model read."""
+    grounding = grounding_model()
+    return ({name for model in _evidence_models().values() for name in model.features}
+            | set(grounding.features if grounding else ()))
 
 
 def reads_exemplars(name: str | None, judges: Sequence[str]) -> bool:
@@ -376,9 +378,6 @@ class EvidenceModel(BaseModel):
         return tuple(name for name in self.inputs if not name.startswith("check:"))
 
 
-GROUNDING = "grounding"  # judges/evidence.yaml's text-only model, read by the checks with ``answer: text``
-
-
 def _evidence_model(label: str, entry: Any) -> EvidenceModel:
     try:
         model = EvidenceModel.model_validate(entry)
@@ -387,35 +386,36 @@ def _evidence_model(label: str, entry: Any) -> EvidenceModel:
     if not len(model.inputs) == len(model.mean) == len(model.scale) == len(model.weights):
         raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {label}: inputs, mean, scale and weights "
                                 "must have one entry each")
-    if label == GROUNDING and len(model.features) < len(model.inputs):
-        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: {GROUNDING}: reads the text only, no check")
     return model
 
 
 @lru_cache(maxsize=1)
 def _evidence_models() -> dict[str, EvidenceModel]:
-    """The per-rubric models by task name (``models``) and the ``grounding`` model under its own name."""
+    """The per-rubric models (``models``), by task name."""
     data = read_yaml(EVIDENCE_FILE) or {}
-    out = {str(task): _evidence_model(str(task), entry) for task, entry in (data.get("models") or {}).items()}
-    if GROUNDING in out:
-        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: models: {GROUNDING!r} is no rubric's task")
-    if data.get(GROUNDING) is not None:
-        out[GROUNDING] = _evidence_model(GROUNDING, data[GROUNDING])
-    return out
+    models = data.get("models") or {}
+    return {str(task): _evidence_model(str(task), entry) for task, entry in models.items()}
 
 
 def evidence_model(rubric: Rubric) -> EvidenceModel | None:
     """The fitted model of the rubric (by task name), None when it has none (then the checklist rule)."""
-    return None if rubric.task == GROUNDING else _evidence_models().get(rubric.task)
+    return _evidence_models().get(rubric.task)
 
 
+@lru_cache(maxsize=1)
 def grounding_model() -> EvidenceModel | None:
-    """P(the response draws on the persona's facts) from its text alone: a logistic model of the persona
-    stems it states and its best sentence-to-fact MiniLM cosine, fitted on the graded Uses Knowledge
-    ratings (bench/fit_evidence.py). The ``answer: text`` checks of the rubrics without a fitted model read
-    it: there the small judge's own "which fact shapes it" answer barely tells an answer that plays the
-    persona from one that plays another (``eval --controls``: the contrast arm)."""
-    return _evidence_models().get(GROUNDING)
+    """P(the response draws on the persona's facts) from its text alone (``grounding`` in the file): a
+    logistic model of the persona stems it states and its best sentence-to-fact MiniLM cosine, fitted on
+    the graded Uses Knowledge ratings (bench/fit_evidence.py). The ``answer: text`` checks of the rubrics
+    without a fitted model read it: there the small judge's own "which fact shapes it" answer barely tells
+    an answer that plays the persona from one that plays another (``eval --controls``: the contrast arm)."""
+    entry = (read_yaml(EVIDENCE_FILE) or {}).get("grounding")
+    if entry is None:
+        return None
+    model = _evidence_model("grounding", entry)
+    if len(model.features) < len(model.inputs):
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: grounding: reads the text only, no check")
+    return model
 
 
 def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:

@@ -319,15 +319,17 @@ def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
 
 
 @contextmanager
-def _reading(monkeypatch: pytest.MonkeyPatch, data: dict, loader: Any) -> Iterator[None]:
-    """The package's data files read as ``data`` inside; ``loader`` (an lru_cache'd reader) cleared around."""
+def _reading(monkeypatch: pytest.MonkeyPatch, data: dict, *loaders: Any) -> Iterator[None]:
+    """The package's data files read as ``data`` inside; ``loaders`` (lru_cache'd readers) cleared around."""
     monkeypatch.setattr(protocols_module, "read_yaml", lambda path: data)
-    loader.cache_clear()
+    for loader in loaders:
+        loader.cache_clear()
     try:
         yield
     finally:
         monkeypatch.undo()
-        loader.cache_clear()
+        for loader in loaders:
+            loader.cache_clear()
 
 
 def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -397,18 +399,26 @@ def test_the_packaged_grounding_model_reads_a_played_persona_above_another() -> 
     assert share(played) > 0.5 > share(other)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"grounding": {"inputs": ["check:fact"], "mean": [0.5], "scale": [1.0], "weights": [1.0],
-                    "intercept": 0}},
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"inputs": ["check:fact"], "mean": [0.5], "scale": [1.0], "weights": [1.0], "intercept": 0},
      "evidence.yaml: grounding: reads the text only"),
-    ({"models": {"grounding": {"inputs": ["repetition"], "mean": [0.5], "scale": [1.0], "weights": [1.0],
-                               "intercept": 0}}}, "models: 'grounding' is no rubric's task"),
+    ({"inputs": ["repetition"], "mean": [0.5, 1.0], "scale": [1.0], "weights": [1.0], "intercept": 0},
+     "evidence.yaml: grounding: inputs, mean, scale and weights"),
 ])
-def test_a_broken_grounding_model_is_one_line(monkeypatch: pytest.MonkeyPatch, data: dict,
+def test_a_broken_grounding_model_is_one_line(monkeypatch: pytest.MonkeyPatch, entry: dict,
                                               message: str) -> None:
-    with _reading(monkeypatch, data, protocols_module._evidence_models):
+    with _reading(monkeypatch, {"grounding": entry}, protocols_module.grounding_model):
         with pytest.raises(PersonagraphError, match=message):
             protocols_module.grounding_model()
+
+
+def test_the_grounding_model_is_no_rubric_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = {"inputs": ["repetition"], "mean": [0.5], "scale": [1.0], "weights": [1.0], "intercept": 0}
+    rubric = load_rubric("persona_consistency").model_copy(update={"task": "grounding"})
+    loaders = (protocols_module.grounding_model, protocols_module._evidence_models)
+    with _reading(monkeypatch, {"grounding": entry}, *loaders):
+        assert protocols_module.grounding_model() is not None
+        assert evidence_model(rubric) is None  # a rubric named "grounding" gets no fitted model from it
 
 
 def test_a_check_read_from_the_text_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
