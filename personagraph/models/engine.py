@@ -65,6 +65,10 @@ CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # prompt speed for decode speed, and the eval's embedded calls are prompt-bound (the quick run: ~10,600
 # prompt tokens against ~1,300 generated), so there is nothing to win by preferring a repacking variant.
 NO_REPACK = ("--no-repack",)
+# No speculative decoding: with the 0.5B drafting for the 1.5B (`bench/speculative.py`, a quick run's 11
+# calls to the 1.5B replayed one at a time, ABBA, 2-core Xeon, load 1.6-1.9, 2026-12-03) the calls took
+# 738 s against 312 s plain, though 53% of the drafted tokens were accepted: on 2 cores the draft model's
+# own decoding costs more than the target's steps it saves.
 # OpenMP threads spin while they wait at ggml's barriers; with more runnable threads than cores (the
 # two embedded models decode at the same time in `eval`, and shared machines) a spinning thread burns
 # the time slice its sibling needs: one-token decode fell to 0.2-0.3 tok/s. Passive waiting measured
@@ -103,6 +107,18 @@ def is_built() -> bool:
 
 def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+
+
+def server_args(weights: Path, slots: int, port: int = 0) -> list[str]:
+    """llama-server's arguments for one model: loopback, ``slots`` parallel slots of ``CTX_PER_SLOT``
+    tokens, one thread per core, no weight repacking (see ``NO_REPACK``); port 0 lets the OS pick."""
+    threads = str(_threads())
+    return [
+        "--model", str(weights), "--host", "127.0.0.1", "--port", str(port),
+        "--parallel", str(slots), "--ctx-size", str(slots * CTX_PER_SLOT),
+        "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
+        "--no-webui", "--log-timestamps", *NO_REPACK,
+    ]
 
 
 def _describe(returncode: int) -> str:
@@ -198,13 +214,7 @@ class Engine:
         except PersonagraphError as exc:  # missing weight packages: every call would fail the same way
             self._failure = str(exc)
             raise EngineFailed(self._failure) from None
-        threads = str(_threads())
-        command = [
-            str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
-            "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
-            "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
-            "--no-webui", "--log-timestamps", *NO_REPACK,
-        ]
+        command = [str(binary), *server_args(weights, self.slots)]
         self._url = ""  # not ready: no call is sent to the old process's address while this one loads
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:

@@ -1,0 +1,117 @@
+"""Speculative decoding for the embedded judge: the 1.5B's calls of a finished run, replayed against
+llama-server with and without the packaged 0.5B as its draft model.
+
+Why: the quick run's 1.5B calls are decode-bound on 2 cores (~490 generated tokens at 4–10 tok/s against
+~5,100 prompt tokens at 40–130 tok/s), and the two Qwen2.5-Coder models share a tokenizer, the textbook
+draft pair. The calls are read from the run's store (``calls.request``: messages and sampling parameters,
+JSON schema and logprobs included) and sent one at a time, so both servers see the same requests; the
+variants alternate (ABAB…) to spread the host's drift over both.
+
+    .venv/bin/personagraph eval --persona "A 70-year-old retired cowboy from Texas" --quick --run-dir D
+    .venv/bin/python bench/speculative.py D [--repeats 2] [--draft-max 3]
+
+One line per variant and repeat (seconds, generated tokens, drafted and accepted tokens), then
+``plain_s <s> draft_s <s> draft_acceptance <share>`` (sums over the repeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from personagraph.models.engine import server_args, server_env, server_path
+from personagraph.models.spec import LOCAL_MODELS
+from personagraph.models.weights import ensure_weights
+from personagraph.store import STORE_FILE
+
+TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
+
+
+def stored_requests(run_dir: Path) -> list[dict[str, Any]]:
+    """The chat bodies of the run's calls to the 1.5B, in the order they were made."""
+    path = run_dir / STORE_FILE
+    if not path.is_file():
+        sys.exit(f"{run_dir}: not a run directory (no {STORE_FILE})")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT request FROM calls WHERE model = ? ORDER BY created",
+                          (f"local:{TARGET}",)).fetchall()
+    bodies = []
+    for (text,) in rows:
+        request = json.loads(text)
+        bodies.append({"messages": request["messages"], **request["params"]})
+    if not bodies:
+        sys.exit(f"{path}: no calls to local:{TARGET}")
+    return bodies
+
+
+async def serve(extra: list[str], port: int, bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
+    """Starts a one-slot server with ``extra`` arguments, sends ``bodies`` one at a time, stops it.
+    Returns seconds, generated, drafted and accepted tokens."""
+    binary = server_path()
+    weights = ensure_weights(LOCAL_MODELS[TARGET])
+    process = subprocess.Popen([str(binary), *server_args(weights, 1, port), *extra], env=server_env(binary),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            while True:
+                try:
+                    async with session.get(url + "/health") as reply:
+                        if reply.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                if process.poll() is not None:
+                    sys.exit(f"llama-server {' '.join(extra)} exited with {process.returncode}")
+                await asyncio.sleep(0.2)
+            seconds, generated, drafted, accepted = 0.0, 0, 0, 0
+            for body in bodies:
+                started = time.monotonic()
+                async with session.post(url + "/v1/chat/completions", json=body) as reply:
+                    timings = (await reply.json())["timings"]
+                seconds += time.monotonic() - started
+                generated += timings["predicted_n"]
+                drafted += timings.get("draft_n", 0)
+                accepted += timings.get("draft_n_accepted", 0)
+        return seconds, generated, drafted, accepted
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def main(run_dir: Path, repeats: int, draft_max: int) -> None:
+    bodies = stored_requests(run_dir)
+    draft = ["--spec-type", "draft-simple", "--model-draft", str(ensure_weights(LOCAL_MODELS[DRAFT])),
+             "--spec-draft-n-max", str(draft_max)]
+    totals = {"plain": [0.0, 0, 0], "draft": [0.0, 0, 0]}
+    variants: list[tuple[str, list[str]]] = [("plain", []), ("draft", draft)]
+    for repeat in range(repeats):
+        for index, (name, extra) in enumerate(variants if repeat % 2 == 0 else variants[::-1]):
+            seconds, generated, drafted, accepted = asyncio.run(serve(extra, 18180 + index, bodies))
+            print(f"repeat {repeat} {name}: {seconds:.1f} s, {len(bodies)} calls, {generated} tokens "
+                  f"generated, {accepted} of {drafted} drafted accepted", flush=True)
+            totals[name][0] += seconds
+            totals[name][1] += drafted
+            totals[name][2] += accepted
+    drafted, accepted = totals["draft"][1], totals["draft"][2]
+    print(f"plain_s {totals['plain'][0]:.1f} draft_s {totals['draft'][0]:.1f} "
+          f"draft_acceptance {accepted / drafted if drafted else 0:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a finished quick run's directory (its run.sqlite)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--draft-max", type=int, default=3,
+                        help="tokens drafted per step (llama.cpp's default)")
+    args = parser.parse_args()
+    main(args.run_dir, args.repeats, args.draft_max)
