@@ -4,8 +4,8 @@ llama-server with and without the packaged 0.5B as its draft model.
 Why: the quick run's 1.5B calls are decode-bound on 2 cores (~490 generated tokens at 4–10 tok/s against
 ~5,100 prompt tokens at 40–130 tok/s), and the two Qwen2.5-Coder models share a tokenizer, the textbook
 draft pair. The calls are read from the run's store (``calls.request``: messages and sampling parameters,
-JSON schema and logprobs included) and sent one at a time, so both servers see the same requests; the
-variants alternate (ABAB…) to spread the host's drift over both.
+JSON schema and logprobs included) and sent one at a time to the engine's own server at one slot, so
+both see the same requests; the variants alternate (ABBA…) to spread the host's drift over both.
 
     .venv/bin/personagraph eval --persona "A 70-year-old retired cowboy from Texas" --quick --run-dir D
     .venv/bin/python bench/speculative.py D [--repeats 2] [--draft-max 3]
@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from personagraph.models.engine import server_args, server_env, server_path
+from personagraph.models.engine import Engine, EngineFailed
 from personagraph.models.spec import LOCAL_MODELS
 from personagraph.models.weights import ensure_weights
 from personagraph.store import STORE_FILE
@@ -53,50 +52,41 @@ def stored_requests(run_dir: Path) -> list[dict[str, Any]]:
     return bodies
 
 
-async def serve(extra: list[str], port: int, bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
-    """Starts a one-slot server with ``extra`` arguments, sends ``bodies`` one at a time, stops it.
-    Returns seconds, generated, drafted and accepted tokens."""
-    binary = server_path()
-    weights = ensure_weights(LOCAL_MODELS[TARGET])
-    process = subprocess.Popen([str(binary), *server_args(weights, 1, port), *extra], env=server_env(binary),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+async def serve(extra: tuple[str, ...], bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
+    """Starts the 1.5B's engine at one slot with ``extra`` server arguments, sends ``bodies`` one at a time,
+    stops it. Returns seconds, generated, drafted and accepted tokens."""
+    engine = Engine(LOCAL_MODELS[TARGET], slots=1, extra_args=extra)
     try:
+        url = await engine.base_url()
+        seconds, generated, drafted, accepted = 0.0, 0, 0, 0
         async with aiohttp.ClientSession() as session:
-            while True:
-                try:
-                    async with session.get(url + "/health") as reply:
-                        if reply.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                if process.poll() is not None:
-                    sys.exit(f"llama-server {' '.join(extra)} exited with {process.returncode}")
-                await asyncio.sleep(0.2)
-            seconds, generated, drafted, accepted = 0.0, 0, 0, 0
             for body in bodies:
                 started = time.monotonic()
-                async with session.post(url + "/v1/chat/completions", json=body) as reply:
+                async with session.post(url + "/chat/completions", json=body) as reply:
+                    if reply.status != 200:
+                        detail = (await reply.text())[:200]
+                        sys.exit(f"llama-server {' '.join(extra)}: HTTP {reply.status}: {detail}")
                     timings = (await reply.json())["timings"]
                 seconds += time.monotonic() - started
                 generated += timings["predicted_n"]
                 drafted += timings.get("draft_n", 0)
                 accepted += timings.get("draft_n_accepted", 0)
         return seconds, generated, drafted, accepted
+    except EngineFailed as exc:
+        sys.exit(str(exc))
     finally:
-        process.terminate()
-        process.wait()
+        engine.stop()
 
 
 def main(run_dir: Path, repeats: int, draft_max: int) -> None:
     bodies = stored_requests(run_dir)
-    draft = ["--spec-type", "draft-simple", "--model-draft", str(ensure_weights(LOCAL_MODELS[DRAFT])),
-             "--spec-draft-n-max", str(draft_max)]
+    draft = ("--spec-type", "draft-simple", "--model-draft", str(ensure_weights(LOCAL_MODELS[DRAFT])),
+             "--spec-draft-n-max", str(draft_max))
     totals = {"plain": [0.0, 0, 0], "draft": [0.0, 0, 0]}
-    variants: list[tuple[str, list[str]]] = [("plain", []), ("draft", draft)]
+    variants: list[tuple[str, tuple[str, ...]]] = [("plain", ()), ("draft", draft)]
     for repeat in range(repeats):
-        for index, (name, extra) in enumerate(variants if repeat % 2 == 0 else variants[::-1]):
-            seconds, generated, drafted, accepted = asyncio.run(serve(extra, 18180 + index, bodies))
+        for name, extra in variants if repeat % 2 == 0 else variants[::-1]:
+            seconds, generated, drafted, accepted = asyncio.run(serve(extra, bodies))
             print(f"repeat {repeat} {name}: {seconds:.1f} s, {len(bodies)} calls, {generated} tokens "
                   f"generated, {accepted} of {drafted} drafted accepted", flush=True)
             totals[name][0] += seconds

@@ -109,18 +109,6 @@ def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
 
 
-def server_args(weights: Path, slots: int, port: int = 0) -> list[str]:
-    """llama-server's arguments for one model: loopback, ``slots`` parallel slots of ``CTX_PER_SLOT``
-    tokens, one thread per core, no weight repacking (see ``NO_REPACK``); port 0 lets the OS pick."""
-    threads = str(_threads())
-    return [
-        "--model", str(weights), "--host", "127.0.0.1", "--port", str(port),
-        "--parallel", str(slots), "--ctx-size", str(slots * CTX_PER_SLOT),
-        "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
-        "--no-webui", "--log-timestamps", *NO_REPACK,
-    ]
-
-
 def _describe(returncode: int) -> str:
     """``SIGSEGV``, ``SIGKILL``, … for a death by signal, else the exit code."""
     if returncode < 0:
@@ -140,9 +128,12 @@ def _child_setup() -> None:  # pragma: no cover - runs in the child between fork
 class Engine:
     """One embedded model's llama-server: started on demand, restarted once after a death."""
 
-    def __init__(self, model: LocalModel, slots: int = SLOTS) -> None:
+    def __init__(self, model: LocalModel, slots: int = SLOTS, extra_args: tuple[str, ...] = ()) -> None:
+        """``extra_args``: more llama-server arguments, for benches that measure a server option
+        (``bench/speculative.py``); the engines of a run take none."""
         self.model = model
         self.slots = slots
+        self.extra_args = extra_args
         self.deaths: list[str] = []  # how each earlier process ended (SIGSEGV, SIGKILL, exit code 1, …)
         self.log_path = cache_root() / "logs" / f"llama-server-{model.name}-{os.getpid()}.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -214,7 +205,13 @@ class Engine:
         except PersonagraphError as exc:  # missing weight packages: every call would fail the same way
             self._failure = str(exc)
             raise EngineFailed(self._failure) from None
-        command = [str(binary), *server_args(weights, self.slots)]
+        threads = str(_threads())
+        command = [
+            str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
+            "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
+            "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
+            "--no-webui", "--log-timestamps", *NO_REPACK, *self.extra_args,
+        ]
         self._url = ""  # not ready: no call is sent to the old process's address while this one loads
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
