@@ -44,6 +44,7 @@ from bench._harness import machine  # noqa: E402
 from personagraph.cli import app  # noqa: E402
 from personagraph.models import LOCAL_MODELS, openai_http  # noqa: E402
 from personagraph.models import engine as engine_module  # noqa: E402
+from personagraph.store import RunStore  # noqa: E402
 
 COWBOY = "A 70-year-old retired cowboy from Texas"
 CRASH_PERSONA = "A 52-year-old night-shift nurse from Glasgow"
@@ -70,18 +71,15 @@ class RunFigures:
 
 def read_figures(run_dir: Path, wall_s: float, exit_code: int) -> RunFigures:
     """Calls, verdicts and token counts from the run store."""
-    db = sqlite3.connect(run_dir / "run.sqlite")
+    store = RunStore(run_dir, readonly=True)
     try:
-        calls = db.execute("SELECT request, output_tokens FROM calls").fetchall()
-        verdicts = [json.loads(data)
-                    for (data,) in db.execute("SELECT data FROM records WHERE kind = 'verdict'")]
+        calls = [(request["messages"], row.output_tokens) for row, request in store.calls()]
+        verdicts = store.records("verdict")
     finally:
-        db.close()
-    by_messages = {json.dumps(json.loads(request)["messages"], sort_keys=True): tokens
-                   for request, tokens in calls}
+        store.close()
+    by_messages = {json.dumps(messages, sort_keys=True): tokens for messages, tokens in calls}
     wasted = 0
-    for request, tokens in calls:
-        messages = json.loads(request)["messages"]
+    for messages, tokens in calls:
         if len(messages) >= 3 and str(messages[-1].get("content", "")).startswith(RETRY_MARK):
             replaced = json.dumps(messages[:-2], sort_keys=True)
             wasted += tokens + by_messages.get(replaced, 0)  # the retry and the reply it replaced

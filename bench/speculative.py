@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -27,28 +25,28 @@ from typing import Any
 
 import aiohttp
 
+from personagraph.errors import PersonagraphError
 from personagraph.models.engine import Engine, EngineFailed
 from personagraph.models.spec import LOCAL_MODELS
 from personagraph.models.weights import ensure_weights
-from personagraph.store import STORE_FILE
+from personagraph.store import RunStore
 
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
 
 
 def stored_requests(run_dir: Path) -> list[dict[str, Any]]:
     """The chat bodies of the run's calls to the 1.5B, in the order they were made."""
-    path = run_dir / STORE_FILE
-    if not path.is_file():
-        sys.exit(f"{run_dir}: not a run directory (no {STORE_FILE})")
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT request FROM calls WHERE model = ? ORDER BY created",
-                          (f"local:{TARGET}",)).fetchall()
-    bodies = []
-    for (text,) in rows:
-        request = json.loads(text)
-        bodies.append({"messages": request["messages"], **request["params"]})
+    try:
+        store = RunStore(run_dir, readonly=True)
+    except PersonagraphError as exc:
+        sys.exit(str(exc))
+    try:
+        bodies = [{"messages": request["messages"], **request["params"]}
+                  for _, request in store.calls(f"local:{TARGET}")]
+    finally:
+        store.close()
     if not bodies:
-        sys.exit(f"{path}: no calls to local:{TARGET}")
+        sys.exit(f"{store.path}: no calls to local:{TARGET}")
     return bodies
 
 

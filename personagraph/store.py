@@ -546,6 +546,21 @@ class RunStore:
             row,
         )
 
+    def calls(self, model: str | None = None) -> list[tuple[CallRow, dict[str, Any]]]:
+        """Every finished call (of ``model``, when given) with the request that made it (``messages`` and
+        ``params``), in the order they finished: what a bench replays or counts."""
+        sql = ("SELECT key, role, model, text, input_tokens, output_tokens, latency_s, logprobs, request"
+               " FROM calls")
+        args: tuple[Any, ...] = ()
+        if model is not None:
+            sql += " WHERE model=?"
+            args = (model,)
+        self.flush()
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created, rowid", args).fetchall()
+        return [(CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None), json.loads(row[8]))
+                for row in rows]
+
     def call_stats(self) -> list[dict[str, Any]]:
         """Calls, tokens and latency per role and model, for summaries and reports."""
         self.flush()

@@ -31,6 +31,19 @@ def test_first_result_for_a_call_key_wins(run_dir: Path) -> None:
     assert store.get_call("k").text == "first"
 
 
+def test_calls_come_back_with_their_requests_in_order_and_by_model(run_dir: Path) -> None:
+    store = RunStore(run_dir, write_behind=True)  # a pending row is read too
+    for key, model in (("b", "judge-model"), ("a", "agent-model"), ("c", "judge-model")):
+        request = {"messages": [{"role": "user", "content": key}], "params": {"max_tokens": 9}}
+        store.put_call(CallRow(key, "judge", model, f"reply {key}", 3, 2, 0.5, [{"token": "x"}]), request)
+    assert [(row.key, request["messages"][0]["content"]) for row, request in store.calls()] == [
+        ("b", "b"), ("a", "a"), ("c", "c")]
+    row, request = store.calls("judge-model")[1]
+    assert (row.text, row.logprobs, request["params"]) == ("reply c", [{"token": "x"}], {"max_tokens": 9})
+    assert store.calls("no such model") == []
+    store.close()
+
+
 def test_corrupted_store_is_reported_and_left_untouched(run_dir: Path) -> None:
     run_dir.mkdir()
     path = run_dir / "run.sqlite"

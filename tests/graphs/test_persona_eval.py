@@ -104,8 +104,7 @@ async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Pat
     assert len(store.records("exemplars")) == (len(questions) if writes else 0)
     assert summary.roles.get("exemplar_gen", {}).get("calls", 0) == (len(questions) if writes else 0)
     assert len(store.records("verdict")) == 2 * len(questions) and summary.exit_code == 0
-    requests = [json.loads(r) for (r,) in sqlite3.connect(run_dir / "run.sqlite").execute(
-        "SELECT request FROM calls WHERE role = 'judge'")]
+    requests = [request for row, request in store.calls() if row.role == "judge"]
     prompts = ["".join(m["content"] for m in r["messages"]) for r in requests]
     assert prompts and all(("[BEGIN EXAMPLES" in p) == writes for p in prompts)
 
