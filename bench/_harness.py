@@ -1,5 +1,5 @@
 """Shared by the benchmark scripts: the machine line, the fake OpenAI server in its own process, call
-tracing, CPU clocks."""
+tracing, CPU clocks, a finished run's calls as chat bodies to replay."""
 
 from __future__ import annotations
 
@@ -199,3 +199,24 @@ def personas(n: int, offset: int = 0) -> list[Any]:
     towns = ("Lyon", "Austin", "Osaka", "Lagos", "Quito", "Perth", "Oslo", "Pune", "Cork", "Kyiv")
     return [Persona(description=f"A {20 + (i * 7) % 60}-year-old {jobs[i % 10]} from {towns[(i // 10) % 10]} (#{i})")
             for i in range(offset, offset + n)]
+
+
+def stored_bodies(run_dir: Path, model: str) -> list[tuple[str, dict[str, Any]]]:
+    """The chat bodies of a finished run's calls to ``model`` (a spec), with each call's role, in the order
+    they finished: what the benches that replay a run against llama-server send. One line (SystemExit) for
+    a folder that is no run directory or holds no call to ``model``."""
+    from personagraph.errors import PersonagraphError
+    from personagraph.store import RunStore
+
+    try:
+        store = RunStore(run_dir, readonly=True)
+    except PersonagraphError as exc:
+        sys.exit(str(exc))
+    try:
+        bodies = [(row.role, {"messages": request["messages"], **request["params"]})
+                  for row, request in store.calls(model)]
+    finally:
+        store.close()
+    if not bodies:
+        sys.exit(f"{store.path}: no calls to {model}")
+    return bodies

@@ -25,29 +25,14 @@ from typing import Any
 
 import aiohttp
 
-from personagraph.errors import PersonagraphError
-from personagraph.models.engine import Engine, EngineFailed
-from personagraph.models.spec import LOCAL_MODELS
-from personagraph.models.weights import ensure_weights
-from personagraph.store import RunStore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._harness import machine, stored_bodies  # noqa: E402
+from personagraph.models.engine import Engine, EngineFailed  # noqa: E402
+from personagraph.models.spec import LOCAL_MODELS  # noqa: E402
+from personagraph.models.weights import ensure_weights  # noqa: E402
 
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
-
-
-def stored_requests(run_dir: Path) -> list[dict[str, Any]]:
-    """The chat bodies of the run's calls to the 1.5B, in the order they were made."""
-    try:
-        store = RunStore(run_dir, readonly=True)
-    except PersonagraphError as exc:
-        sys.exit(str(exc))
-    try:
-        bodies = [{"messages": request["messages"], **request["params"]}
-                  for _, request in store.calls(f"local:{TARGET}")]
-    finally:
-        store.close()
-    if not bodies:
-        sys.exit(f"{store.path}: no calls to local:{TARGET}")
-    return bodies
 
 
 async def serve(extra: tuple[str, ...], bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
@@ -77,7 +62,8 @@ async def serve(extra: tuple[str, ...], bodies: list[dict[str, Any]]) -> tuple[f
 
 
 def main(run_dir: Path, repeats: int, draft_max: int) -> None:
-    bodies = stored_requests(run_dir)
+    print(machine(), flush=True)
+    bodies = [body for _, body in stored_bodies(run_dir, f"local:{TARGET}")]
     draft = ("--spec-type", "draft-simple", "--model-draft", str(ensure_weights(LOCAL_MODELS[DRAFT])),
              "--spec-draft-n-max", str(draft_max))
     totals = {"plain": [0.0, 0, 0], "draft": [0.0, 0, 0]}
