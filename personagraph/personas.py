@@ -2,32 +2,29 @@
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from personagraph.errors import PersonagraphError
 from personagraph.files import parse_yaml, read_jsonl, read_text
-from personagraph.schemas import Persona
+from personagraph.schemas import Persona, persona_description
 
 MAX_PERSONA_CHARS = 4000
 
 
-def _persona(value: Any, where: str) -> Persona:
+def parse_persona(value: Any, where: str) -> Persona:
+    """One persona (a text, or an object with ``persona``) read at ``where`` (a flag, a file and line):
+    a PersonagraphError naming ``where`` when it is no text, too long, or has nothing visible in it."""
     if isinstance(value, dict):
         value = value.get("persona", value.get("description"))
     if not isinstance(value, str):
         raise PersonagraphError(f"{where}: expected a persona text (or an object with 'persona'), got {type(value).__name__}")
     if len(value) > MAX_PERSONA_CHARS:
         raise PersonagraphError(f"{where}: persona is {len(value)} characters; the limit is {MAX_PERSONA_CHARS}")
-    if value.strip() and not any(unicodedata.category(c)[0] in "LNPS" for c in value):
-        raise PersonagraphError(f"{where}: empty persona (only invisible characters such as zero-width spaces)")
     try:
-        return Persona(description=value)
-    except ValidationError:
-        raise PersonagraphError(f"{where}: empty persona") from None
+        return Persona(description=persona_description(value))
+    except ValueError as exc:
+        raise PersonagraphError(f"{where}: {exc}") from None
 
 
 def load_personas(path: str | Path) -> list[Persona]:
@@ -46,17 +43,17 @@ def load_personas(path: str | Path) -> list[Persona]:
     if suffix == ".txt":
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip() and not line.lstrip().startswith("#"):
-                personas.append(_persona(line, f"{path}:{number}"))
+                personas.append(parse_persona(line, f"{path}:{number}"))
     elif suffix == ".jsonl":
         for number, value in read_jsonl(path, text=text):
-            personas.append(_persona(value, f"{path}:{number}"))
+            personas.append(parse_persona(value, f"{path}:{number}"))
     elif suffix in (".yaml", ".yml"):
         data = parse_yaml(text, path)
         if isinstance(data, dict):
             data = data.get("personas")
         if not isinstance(data, list):
             raise PersonagraphError(f"{path}: expected a list of personas (or a 'personas' list)")
-        personas = [_persona(item, f"{path}: item {i + 1}") for i, item in enumerate(data)]
+        personas = [parse_persona(item, f"{path}: item {i + 1}") for i, item in enumerate(data)]
     else:
         raise PersonagraphError(f"{path}: unsupported persona file type {suffix!r}; use .txt, .jsonl or .yaml")
     unique = list({p.description: p for p in personas}.values())

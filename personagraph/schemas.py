@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from functools import cache
 from typing import Annotated, Literal
 
@@ -28,6 +29,21 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit] or "item"
 
 
+def persona_description(text: str) -> str:
+    """``text`` with its whitespace collapsed: a persona as every entry point (flag, file, API) keeps it.
+
+    Raises:
+        ValueError: nothing visible is left (blank, or only invisible characters such as zero-width
+            spaces, which ``str.split`` keeps): there would be no persona to play or judge.
+    """
+    value = " ".join(text.split())
+    if not value:
+        raise ValueError("empty persona")
+    if not any(unicodedata.category(c)[0] in "LNPS" for c in value):
+        raise ValueError("empty persona (only invisible characters such as zero-width spaces)")
+    return value
+
+
 # --- domain ------------------------------------------------------------------------------------------
 class Persona(BaseModel):
     """A persona under test, as free text."""
@@ -37,10 +53,7 @@ class Persona(BaseModel):
     @field_validator("description")
     @classmethod
     def _strip(cls, value: str) -> str:
-        value = " ".join(value.split())
-        if not value:
-            raise ValueError("empty persona")
-        return value
+        return persona_description(value)
 
     @property
     def id(self) -> str:

@@ -26,6 +26,8 @@ def test_txt_jsonl_yaml(tmp_path: Path) -> None:
         ("w.csv", b"a,b\n", "unsupported persona file type"),
         ("h.txt", b"x" * 5000, r"h.txt:1: persona is 5000 characters"),
         ("o.jsonl", b"42\n", "o.jsonl:1: expected a persona text"),
+        ("z.txt", "A cowboy\n\u200b\u200d\n".encode(), r"z.txt:2: empty persona \(only invisible characters"),
+        ("s.jsonl", b'{"persona": "  "}\n', r"s.jsonl:1: empty persona$"),
     ],
 )
 def test_bad_files_get_one_line_naming_the_file(tmp_path: Path, name: str, content: bytes, message: str) -> None:

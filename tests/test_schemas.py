@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from personagraph.schemas import EnvironmentChoice, ExemplarSet, QuestionList, at_most
+import pytest
+from pydantic import ValidationError
+
+from personagraph.schemas import EnvironmentChoice, ExemplarSet, Persona, QuestionList, at_most
 
 
 def test_at_most_caps_the_list_in_the_schema_only() -> None:
@@ -22,3 +25,10 @@ def test_exemplars_are_capped_per_score() -> None:
     assert [properties[f"score_{i}"]["maxLength"] for i in range(1, 6)] == [240] * 5
     long = {f"score_{i}": "word " * 100 for i in range(1, 6)}
     assert ExemplarSet.model_validate(long).by_score()[3] == long["score_3"]
+
+
+def test_a_persona_keeps_its_words_and_refuses_nothing_visible() -> None:
+    assert Persona(description=" A \t retired\ncowboy ").description == "A retired cowboy"
+    for blank, message in (("  \n", "empty persona"), ("\u200b \u200d", "only invisible characters")):
+        with pytest.raises(ValidationError, match=message):
+            Persona(description=blank)

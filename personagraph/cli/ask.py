@@ -15,7 +15,7 @@ from personagraph.cli._common import (
 )
 from personagraph.errors import PersonagraphError
 from personagraph.models import DEFAULT_MODEL, ModelClient
-from personagraph.schemas import Persona
+from personagraph.personas import parse_persona
 from personagraph.terminal import plain
 
 
@@ -32,12 +32,11 @@ def ask(
     """Ask a persona agent one question and print its answer."""
 
     async def body() -> None:
-        if not persona.strip():
-            raise PersonagraphError("--persona: empty")
+        description = parse_persona(persona, "--persona").description
         settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
         with console.status(plain(f"{model} is answering…")):
-            reply = await agent.respond(Persona(description=persona).description,
+            reply = await agent.respond(description,
                                         [{"role": "user", "content": question}])
         if not reply.ok:
             raise PersonagraphError(f"{model}: {reply.error}")

@@ -58,7 +58,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from personagraph.agents.base import Agent
 from personagraph.agents.persona import PersonaAgent
@@ -78,12 +78,13 @@ from personagraph.judges.session import (
     turn_numbers,
 )
 from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, ModelSettings, parse_spec
+from personagraph.personas import parse_persona
 from personagraph.prompts import load_prompt
 from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for, load_plugins
-from personagraph.schemas import short_id, slug
+from personagraph.schemas import persona_description, short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
 
@@ -127,11 +128,10 @@ class SimulateConfig(BaseModel):
     max_verdict_tokens: int = Field(600, ge=16, le=8192)
     retry_failed: bool = True  # a resumed run runs sessions with failed items again (False keeps them)
 
+    _persona = field_validator("persona")(persona_description)
+
     @model_validator(mode="after")
     def _check(self) -> SimulateConfig:
-        self.persona = " ".join(self.persona.split())
-        if not self.persona:
-            raise ValueError("persona: empty")
         if self.model and self.agent:
             raise ValueError("give either model or agent, not both")
         if not self.model and not self.agent:
@@ -634,9 +634,7 @@ async def chat(
     """One conversation between ``agent`` and ``user`` (in ``personagraph chat``, a human), on the
     session graph; the transcript is saved (``<run_dir>/transcripts/<id>.jsonl``) for ``judge_session``.
     Returns the ``session`` record."""
-    persona = " ".join(persona.split())
-    if not persona:
-        raise PersonagraphError("--persona: empty")
+    persona = parse_persona(persona, "--persona").description
     run_dir = Path(run_dir)
     judges = list(judges or [])
     usable, skipped = split_judges(judges, agent.name)
