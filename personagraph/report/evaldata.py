@@ -16,12 +16,26 @@ from personagraph.report.load import Run
 from personagraph.schemas import TASK_NAMES, Persona
 
 
+def _config_personas(run: Run) -> list[Persona] | None:
+    """The personas of the run's config; None when it has no list of them. A damaged or foreign config
+    may hold anything: only entries of the form ``{"description": <a persona text>}`` count."""
+    listed = run.config.get("personas")
+    if not isinstance(listed, list):
+        return None
+    personas = []
+    for entry in listed:
+        if isinstance(entry, dict) and isinstance(entry.get("description"), str):
+            try:
+                personas.append(Persona(description=entry["description"]))
+            except ValueError:
+                continue
+    return personas
+
+
 def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
     config = run.config
-    personas = config.get("personas")
-    persona_ids = None
-    if isinstance(personas, list):
-        persona_ids = {Persona(description=p["description"]).id for p in personas if isinstance(p, dict)}
+    listed = _config_personas(run)
+    persona_ids = None if listed is None else {persona.id for persona in listed}
     models = set(run.summary.get("models", {})) or None
     judges = config.get("judges")  # a damaged or foreign config may hold anything: only a list counts
     if not isinstance(judges, list):
@@ -45,9 +59,8 @@ def _items(run: Run) -> list[dict[str, Any]]:
     persona_ids, models, judges = _in_config(run)
     questions = {q["id"]: q for q in run.rows("question")}
     personas = {s["persona_id"]: s.get("persona", s["persona_id"]) for s in run.rows("selection")}
-    for p in run.config.get("personas") or []:
-        if isinstance(p, dict) and "description" in p:
-            personas.setdefault(Persona(description=p["description"]).id, p["description"])
+    for persona in _config_personas(run) or []:
+        personas.setdefault(persona.id, persona.description)
     verdicts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for verdict in run.rows("verdict"):
         if not judges or verdict.get("judge") in judges:

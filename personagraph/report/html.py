@@ -92,8 +92,8 @@ def _overview(runs: list[Run], page: Page) -> Section | None:
         judges = config.get("judges") or config.get("judge")
         rows.append({
             "run": run.name, "kind": run.kind, "path": str(run.path),
-            "models": ", ".join(models) if isinstance(models, list) else models,
-            "judges": ", ".join(judges) if isinstance(judges, list) else judges,
+            "models": ", ".join(map(str, models)) if isinstance(models, list) else models,
+            "judges": ", ".join(map(str, judges)) if isinstance(judges, list) else judges,
             "records": sum(len(v) for v in run.records.values()),
             "started": _when(run.span[0]) if run.span else None,
             "finished": _when(run.span[1]) if run.span else None,

@@ -426,13 +426,22 @@ def test_a_damaged_file_beside_the_store_is_one_line_and_its_advice_works(
     assert again.value.code == 0 and "LLM calls this run: 0 " in out, out
 
 
-def test_a_report_shows_what_parses_of_a_damaged_config(finished_runs: dict[str, Path], tmp_path: Path, capsys,
-                                                          monkeypatch) -> None:
-    """R19: a config of the wrong shape does not stop a report; the records still name the model."""
+DAMAGED_CONFIGS = [  # R19 and the shapes the 2026-12-03 re-run found crashing the report
+    '{"models": 5, "judges": 3}', '{"personas": 5}',
+    '{"personas": [5, "x", {"description": 7}, {"description": ""}]}', '{"models": [1, 2]}',
+    '{"judges": [null, 3]}', '[1, 2]',
+]
+
+
+@pytest.mark.parametrize("config", DAMAGED_CONFIGS)
+def test_a_report_and_view_show_what_parses_of_a_damaged_config(
+        finished_runs: dict[str, Path], tmp_path: Path, capsys, monkeypatch, config: str) -> None:
+    """R19: a config of the wrong shape does not stop a report or a view; the records still name the model."""
     shutil.copytree(finished_runs["eval"], tmp_path, dirs_exist_ok=True)
-    _tamper(tmp_path / "r", "UPDATE meta SET value='{\"models\": 5, \"judges\": 3}' WHERE key='config'")
+    _tamper(tmp_path / "r", f"UPDATE meta SET value='{config}' WHERE key='config'")
     _run(Case("R19-config-wrong-shape", REPORT, code=0), tmp_path, capsys, monkeypatch)
     assert "test:agent" in (tmp_path / "out.html").read_text()
+    _run(Case("R19-config-wrong-shape-view", ["view", "r"], code=0), tmp_path, capsys, monkeypatch)
 
 
 # --- output files: a mistyped -o never overwrites a run store, never blocks on a FIFO ------------------
