@@ -116,6 +116,12 @@ except ImportError:  # pragma: no cover - orjson comes with langchain-core's lan
         return json.dumps(request, ensure_ascii=False)
 
 
+def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
+    """The one line for a run directory this process may read but not write (permissions, read-only media)."""
+    return PersonagraphError(f"--run-dir {run_dir}: cannot write there ({why}); view and report read a "
+                             "finished run as it is — use another --run-dir to run")
+
+
 def _refuse_link(path: Path) -> None:
     """Refuses a symbolic link where a run file belongs (see :data:`STORE_FILES`)."""
     if path.is_symlink():
@@ -168,10 +174,7 @@ class RunLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             _refuse_link(self.path)
-            raise PersonagraphError(
-                f"--run-dir {self.path.parent}: cannot write there ({exc.strerror or exc}); view and report "
-                "read a finished run as it is — use another --run-dir to run"
-            ) from None
+            raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -295,6 +298,8 @@ class RunStore:
             else:
                 self._db.execute("SELECT count(*) FROM records").fetchone()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:  # e.g. a 0555 directory
+                raise _cannot_write(self.run_dir, str(exc)) from None
             raise PersonagraphError(
                 f"{self.path}: the run store is unreadable ({exc}); it was left untouched — "
                 "use another --run-dir"

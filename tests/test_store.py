@@ -156,3 +156,22 @@ def test_a_link_at_a_run_file_is_refused_before_anything_is_written(tmp_path: Pa
     with pytest.raises(PersonagraphError, match="is a symbolic link"):
         RunStore(run_dir)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_store_sqlite_may_not_write_is_cannot_write_there(run_dir: Path, monkeypatch) -> None:
+    """In a directory this user may not write (0555: the lock file exists, SQLite cannot make its -wal file)
+    SQLite answers SQLITE_READONLY. Root writes there anyway, so the answer is made the same way SQLite makes
+    it for any read-only connection: ``PRAGMA query_only``."""
+    import sqlite3
+
+    RunStore(run_dir).close()
+    connect = sqlite3.connect
+
+    def read_only(*args, **kwargs):
+        db = connect(*args, **kwargs)
+        db.execute("PRAGMA query_only = ON")
+        return db
+
+    monkeypatch.setattr("personagraph.store.sqlite3.connect", read_only)
+    with pytest.raises(PersonagraphError, match=r"--run-dir .*: cannot write there \(attempt to write a read"):
+        RunStore(run_dir)
