@@ -173,5 +173,5 @@ def test_a_store_sqlite_may_not_write_is_cannot_write_there(run_dir: Path, monke
         return db
 
     monkeypatch.setattr("personagraph.store.sqlite3.connect", read_only)
-    with pytest.raises(PersonagraphError, match=r"--run-dir .*: cannot write there \(attempt to write a read"):
+    with pytest.raises(PersonagraphError, match=r"--run-dir .*: cannot write there \(attempt to write"):
         RunStore(run_dir)
