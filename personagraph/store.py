@@ -147,6 +147,12 @@ def _results_without_store(run_dir: Path) -> list[str]:
     return [name for name in names if name in RESULT_FILES or name.endswith("_summary.json")]
 
 
+def _holder_name(fd: int) -> str:
+    """The holder a lock file names ("process N on HOST"; it writes ``pid host``)."""
+    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+    return f"process {holder[0]} on {holder[1]}" if len(holder) >= 2 else "another process"
+
+
 class RunLock:
     """One writing process per run directory: an advisory lock on ``run.lock``, which names its holder.
 
@@ -178,15 +184,32 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            who = _holder_name(fd)
             os.close(fd)
-            who = f"process {holder[0]} on {holder[1]}" if len(holder) >= 2 else "another process"
             raise PersonagraphError(
                 f"{self.path.parent}: in use by {who}; wait for it to finish or use another --run-dir"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
         return fd
+
+    @staticmethod
+    def holder(run_dir: str | Path) -> str | None:
+        """Who is writing ``run_dir`` now ("process N on HOST"), or None when no process holds its lock: a
+        reader's test (a shared lock tried and let go at once), so a view can say a run is in progress."""
+        try:
+            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None  # no lock file (or a link, which no writer made): nothing holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return _holder_name(fd)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         """Lets go of the lock (idempotent); the last user in the process unlocks the file."""

@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from personagraph.errors import PersonagraphError
-from personagraph.store import CallRow, RunStore
+from personagraph.store import CallRow, RunLock, RunStore
 
 
 def test_records_and_calls_survive_reopening(run_dir: Path) -> None:
@@ -99,6 +100,18 @@ def test_a_second_process_on_one_run_dir_is_refused(run_dir: Path) -> None:
         child.stdin.close()
         child.wait(10)
     RunStore(run_dir).close()  # the holder finished: the lock is free
+
+
+def test_a_reader_learns_who_is_writing_a_run_and_nothing_once_it_stopped(run_dir: Path) -> None:
+    assert RunLock.holder(run_dir) is None  # no run directory yet
+    child = _hold_lock_in_child(run_dir)
+    try:
+        assert RunLock.holder(run_dir) == f"process {child.pid} on {socket.gethostname()}"
+        assert RunLock.holder(run_dir) is not None  # asking let go of its own shared lock at once
+    finally:
+        child.kill()  # killed, as a crash: the file still names it, the kernel dropped the lock
+        child.wait(10)
+    assert RunLock.holder(run_dir) is None
 
 
 def test_a_lock_left_by_a_killed_process_is_recovered(run_dir: Path) -> None:

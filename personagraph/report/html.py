@@ -153,6 +153,8 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
             parts.append(table_html(table, caption=True))
     extra = []
     for run in runs:
+        if run.in_progress:
+            extra.append(f'<p class="bad">⚠ {esc(run.in_progress)}</p>')
         outcome = _outcome_line(run) if run.is_eval else None
         if outcome:
             extra.append(f'<p class="bad">⚠ {esc(outcome)}</p>')

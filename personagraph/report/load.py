@@ -17,7 +17,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.redact import scrub
 from personagraph.runs.base import Summary
 from personagraph.runs.eval import EvalConfig, build_summary
-from personagraph.store import STORE_FILE, RunStore
+from personagraph.store import STORE_FILE, RunLock, RunStore
 
 EVAL_KINDS = ("eval",)
 SESSION_KINDS = ("simulate", "session")
@@ -39,6 +39,8 @@ class Run:
         records: record kind → rows, in insertion order.
         calls: ``RunStore.call_stats()`` (tokens and latency per role and model over the run's whole life).
         span: (first, last) record creation time, or None.
+        writer: the process writing the run when it was read ("process N on HOST"), None for a finished
+            or stopped run: its figures are then of what had finished so far.
     """
 
     path: Path
@@ -49,6 +51,7 @@ class Run:
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: list[dict[str, Any]] = field(default_factory=list)
     span: tuple[float, float] | None = None
+    writer: str | None = None
     cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def rows(self, kind: str) -> list[dict[str, Any]]:
@@ -63,6 +66,14 @@ class Run:
             named = [v for k, v in self.meta.items() if k.endswith("_config") and isinstance(v, dict)]
             value = named[0] if len(named) == 1 else {}
         return value
+
+    @property
+    def in_progress(self) -> str | None:
+        """The line a view or report shows for a run still being written (None when it is not)."""
+        if self.writer is None:
+            return None
+        return (f"{self.name} is in progress ({self.writer} is writing it): these figures are of what had "
+                "finished when it was read")
 
     @property
     def is_eval(self) -> bool:
@@ -106,6 +117,7 @@ def load_run(run_dir: str | Path, *, name: str | None = None) -> Run:
         raise PersonagraphError(f"{path}: not a directory (give a run directory, e.g. runs/eval)")
     if not (path / STORE_FILE).is_file():
         raise PersonagraphError(f"{path}: not a run directory (no {STORE_FILE})")
+    writer = RunLock.holder(path)  # before reading: a run that ends meanwhile is read finished or not at all
     store = RunStore(path, readonly=True)
     try:
         kinds = store.kinds()
@@ -124,7 +136,7 @@ def load_run(run_dir: str | Path, *, name: str | None = None) -> Run:
         store.close()
     meta.pop("schema_version", None)
     return Run(path=path, name=name or path.resolve().name, kind=kind, meta=scrub(meta),
-               summary=scrub(summary), records=records, calls=calls, span=span)
+               summary=scrub(summary), records=records, calls=calls, span=span, writer=writer)
 
 
 SHOWN_CHARS = 20_000

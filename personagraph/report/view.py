@@ -222,6 +222,8 @@ def _is_eval_table(table: Table) -> bool:
 def view(run: Run) -> RenderableType:
     """Everything ``personagraph view`` prints for one run."""
     parts: list[RenderableType] = [Text(f"{run.path} · {run.kind}", style="bold")]
+    if run.in_progress:
+        parts.append(Text(f"⚠ {run.in_progress}", style="bold yellow"))
     if run.is_eval:
         parts += _eval_view(run)
     check = judge_check_of(run)
@@ -230,7 +232,7 @@ def view(run: Run) -> RenderableType:
         parts += [Text(line, style="bold red" if warn else "green") for line, warn in judge_verdicts(check)]
     parts += [rich_table(table) for table in headline_tables([run]) if not (run.is_eval and _is_eval_table(table))]
     parts += _usage(run)
-    if len(parts) == 1:
+    if len(parts) == 1 + bool(run.in_progress):
         kinds = ", ".join(f"{k} ({n})" for k, n in sorted((k, len(v)) for k, v in run.records.items())) or "none"
         parts.append(Text(f"no scores to show yet; stored records: {kinds}", style="yellow"))
     return Group(*parts, *_provenance(run))
