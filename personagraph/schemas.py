@@ -29,6 +29,11 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit] or "item"
 
 
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+"""Every run kind's ``seed``: numpy's SeedSequence (bootstrap CIs, variant choices) takes no negative seed,
+so one is refused with the config, before any call, instead of crashing the run after its last."""
+
+
 def persona_description(text: str) -> str:
     """``text`` with its whitespace collapsed: a persona as every entry point (flag, file, API) keeps it.
 

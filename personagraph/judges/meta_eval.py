@@ -71,7 +71,7 @@ from personagraph.judges.stats import (
 from personagraph.models import ModelClient
 from personagraph.records import register_record_type
 from personagraph.resources import list_dir, read_yaml
-from personagraph.schemas import short_id
+from personagraph.schemas import Seed, short_id
 
 RECORD_KIND = "meta_verdict"
 ITEM_KIND = "meta_item"
@@ -461,7 +461,7 @@ class MetaEvalConfig(BaseModel):
     criteria: list[str] | None = None  # restrict to these criterion names
     rubric_files: list[str] = Field(default_factory=list)
     concurrency: int = Field(8, ge=1, le=1024)
-    seed: int = 0
+    seed: Seed = 0
     n_resamples: int = Field(1000, ge=100, le=100_000)
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
     retry_failed: bool = True  # a resumed run asks failed verdicts again (False keeps them failed)

@@ -33,7 +33,7 @@ from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, sy
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.executors.base import unit_outcome
 from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
-from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
+from personagraph.schemas import TASK_NAMES, Answer, Persona, Seed, Verdict
 from personagraph.store import RunStore
 
 KIND = "eval"
@@ -69,7 +69,7 @@ class EvalConfig(BaseModel):
     shortlist: int = Field(0, ge=0, le=1000)  # selector shown the N nearest (0: all; ≤ environments: none)
     questions_per_task: int = Field(2, ge=1, le=50)
     concurrency: int = Field(8, ge=1, le=1024)
-    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's SeedSequence (the CIs) takes no negative seed
+    seed: Seed = 0
     allow_self_judging: bool = False
     persona_temperature: float = Field(0.7, ge=0, le=2)
     max_answer_tokens: int = Field(256, ge=16, le=8192)

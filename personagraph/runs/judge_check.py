@@ -59,7 +59,7 @@ from personagraph.records import register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for
-from personagraph.schemas import Answer, Persona, Question
+from personagraph.schemas import Answer, Persona, Question, Seed
 from personagraph.store import RunStore
 
 KIND = "judge-check"
@@ -89,7 +89,7 @@ class JudgeCheckConfig(BaseModel):
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
     rubric_files: list[str] = Field(default_factory=list)  # user rubrics an items file's criteria may name
     concurrency: int = Field(8, ge=1, le=1024)
-    seed: int = 0
+    seed: Seed = 0
     retry_failed: bool = True  # a resumed run builds failed variants and asks failed verdicts again
     n_resamples: int = Field(1000, ge=100, le=100_000)
     min_auc: float = Field(0.7, ge=0, le=1)  # swap AUC below this warns

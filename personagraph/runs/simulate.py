@@ -84,7 +84,7 @@ from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for, load_plugins
-from personagraph.schemas import persona_description, short_id, slug
+from personagraph.schemas import Seed, persona_description, short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
 
@@ -118,7 +118,7 @@ class SimulateConfig(BaseModel):
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
     sessions: int = Field(1, ge=1, le=10_000)
     concurrency: int = Field(8, ge=1, le=1024)
-    seed: int = 0
+    seed: Seed = 0
     allow_self_judging: bool = False
     agent_temperature: float = Field(0.7, ge=0, le=2)
     user_temperature: float = Field(0.9, ge=0, le=2)
