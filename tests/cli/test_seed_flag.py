@@ -29,7 +29,8 @@ def _items(tmp: Path) -> Path:
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("seed", ["-5", str(2**32)])
-def test_a_seed_numpy_cannot_take_is_one_line_before_anything_runs(tmp_path: Path, command: str, seed: str) -> None:
+def test_a_seed_numpy_cannot_take_is_one_line_before_anything_runs(tmp_path: Path, command: str,
+                                                                   seed: str) -> None:
     run_dir = tmp_path / "run"
     args = [*COMMANDS[command](tmp_path), "--seed", seed, "--run-dir", str(run_dir)]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
