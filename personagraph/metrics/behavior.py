@@ -34,6 +34,7 @@ from personagraph.metrics.io import read_table
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash, read_yaml
+from personagraph.schemas import Seed
 
 STRATEGIES_FILE = "metrics/strategies.yaml"
 COLUMNS = ("speaker", "text", "expert_label")
@@ -401,7 +402,7 @@ class BehaviorConfig(BaseModel):
     system_speaker: str = "RECOMMENDER"
     limit: int | None = Field(None, ge=1)
     embedding_model: str | None = None
-    seed: int = 0
+    seed: Seed = 0
     n_resamples: int = Field(2000, ge=100)
     max_tokens: int = Field(128, ge=1)
     retry_failed: bool = True

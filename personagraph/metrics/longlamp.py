@@ -23,6 +23,7 @@ from personagraph.embeddings import embed
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl
 from personagraph.prompts import load_prompt
+from personagraph.schemas import Seed
 
 KIND = "longlamp"
 RetrieverName = Literal["bm25", "dense", "recency", "random"]
@@ -197,7 +198,7 @@ class LongLaMPConfig(BaseModel):
     retriever: RetrieverName = "bm25"
     k: int = Field(1, ge=1)
     limit: int | None = Field(None, ge=1)
-    seed: int = 0
+    seed: Seed = 0
     max_tokens: int = Field(512, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     embedding_model: str | None = None

@@ -218,6 +218,8 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
     Raises:
         PersonagraphError: not eval runs, unknown models, no shared question.
     """
+    if not 0 <= seed <= 2**32 - 1:
+        raise PersonagraphError(f"--seed {seed}: a bootstrap seed is a whole number from 0 to 2**32 - 1")
     a = run_a if isinstance(run_a, Run) else load_run(run_a)
     b = run_b if isinstance(run_b, Run) else load_run(run_b)
     same = a.path.resolve() == b.path.resolve()
