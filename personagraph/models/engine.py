@@ -45,12 +45,12 @@ from personagraph.models.weights import cache_root, ensure_weights
 SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary (tests, packagers)
 # Parallel slots per model and the context of each (PERSONAGRAPH_LLAMA_SLOTS / PERSONAGRAPH_N_CTX).
 # 4 slots: the quick run sends up to 5 calls at once to the 1.5B model (one per task) and the server
-# batches them into one decode per step. `python bench/slots.py <run-dir> --slots 4,5,1` replays a quick
-# run's 1.5B calls wave by wave (2-core Xeon, 2026-12-03, load 1.7-2.9, another job beside it): 320 s
-# in all for 4 slots, 451 s for 5, 424 s for 1, over two ABBA repeats, while one and the same call took
-# 6.1-19.6 s across them: the host's drift outweighs the slot count there. Earlier that day, 64-token
-# replies decoded in a batch of 4 gave 1.5-2x the tokens per second of one slot. 4096 tokens per slot (the old
-# single context) fits the longest judge prompt plus its reply; KV costs ~115 MB a slot for the 1.5B model.
+# batches them into one decode per step. `python bench/slots.py <run-dir> --slots 4,1 --repeats 4` replays a
+# quick run's 11 calls to the 1.5B wave by wave (2-core Xeon, 2026-12-03, load 1.0-2.1): 463 s in all with
+# 4 slots against 560 s with 1, 24 s [2, 46] less per replay (t-interval over the 4 ABBA pairs, each pair
+# faster with 4). A fifth slot (no question call waits) was not faster in four replays at load 1.7-2.9,
+# beside another job. 4096 tokens per slot (the old single context) fits the longest judge prompt plus its
+# reply; KV costs ~115 MB a slot for the 1.5B model.
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # Measured on this project's 2-core KVM Xeon with AMX (load average 6-16, shared; llama.cpp of
