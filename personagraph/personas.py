@@ -7,9 +7,7 @@ from typing import Any
 
 from personagraph.errors import PersonagraphError
 from personagraph.files import parse_yaml, read_jsonl, read_text
-from personagraph.schemas import Persona, persona_description
-
-MAX_PERSONA_CHARS = 4000
+from personagraph.schemas import MAX_PERSONA_CHARS, Persona, persona_description
 
 
 def parse_persona(value: Any, where: str) -> Persona:

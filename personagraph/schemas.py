@@ -29,9 +29,14 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit] or "item"
 
 
-Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+MAX_SEED = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 """Every run kind's ``seed``: numpy's SeedSequence (bootstrap CIs, variant choices) takes no negative seed,
 so one is refused with the config, before any call, instead of crashing the run after its last."""
+
+
+MAX_PERSONA_CHARS = 4000
+"""The longest persona text any entry point takes (flag, file, API, transcript)."""
 
 
 def persona_description(text: str) -> str:
@@ -53,7 +58,7 @@ def persona_description(text: str) -> str:
 class Persona(BaseModel):
     """A persona under test, as free text."""
 
-    description: str = Field(min_length=1, max_length=4000)
+    description: str = Field(min_length=1, max_length=MAX_PERSONA_CHARS)
 
     @field_validator("description")
     @classmethod

@@ -14,8 +14,7 @@ from typing import Any
 from personagraph.agents.user_sim import LEVELS
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text, safe_id, write_atomic
-from personagraph.personas import MAX_PERSONA_CHARS
-from personagraph.schemas import short_id, slug
+from personagraph.schemas import MAX_PERSONA_CHARS, short_id, slug
 
 TRANSCRIPT_FORMAT = "personagraph-transcript/1"
 _HEADER_TEXTS = ("persona", "user_persona", "scenario", "agent", "user")  # header fields that must be text

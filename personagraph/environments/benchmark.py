@@ -7,8 +7,7 @@ from pathlib import Path
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_json
-from personagraph.personas import MAX_PERSONA_CHARS
-from personagraph.schemas import Persona
+from personagraph.schemas import MAX_PERSONA_CHARS, Persona
 
 
 def load_benchmark(directory: str | Path) -> list[tuple[Persona, dict[str, list[str]]]]:

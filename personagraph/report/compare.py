@@ -24,7 +24,7 @@ from personagraph.provenance import differences
 from personagraph.report.evaldata import items, judges_of
 from personagraph.report.load import Run, load_run
 from personagraph.report.tables import Column, Table
-from personagraph.schemas import TASK_NAMES
+from personagraph.schemas import MAX_SEED, TASK_NAMES
 
 
 class TaskDifference(BaseModel):
@@ -218,8 +218,8 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
     Raises:
         PersonagraphError: not eval runs, unknown models, no shared question.
     """
-    if not 0 <= seed <= 2**32 - 1:
-        raise PersonagraphError(f"--seed {seed}: a bootstrap seed is a whole number from 0 to 2**32 - 1")
+    if not 0 <= seed <= MAX_SEED:
+        raise PersonagraphError(f"--seed {seed}: a bootstrap seed is a whole number from 0 to {MAX_SEED}")
     a = run_a if isinstance(run_a, Run) else load_run(run_a)
     b = run_b if isinstance(run_b, Run) else load_run(run_b)
     same = a.path.resolve() == b.path.resolve()

@@ -84,7 +84,7 @@ from personagraph.records import SessionRetryRecord, register_record_type
 from personagraph.resources import data_hash
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, redact_url, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for, load_plugins
-from personagraph.schemas import Seed, persona_description, short_id, slug
+from personagraph.schemas import MAX_PERSONA_CHARS, Seed, persona_description, short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
 from personagraph.transcripts import read_transcript, write_transcript
 
@@ -106,7 +106,7 @@ class SimulateConfig(BaseModel):
     from ``prompts/user_personas.yaml`` and the environment pool.
     """
 
-    persona: str = Field(min_length=1, max_length=4000)
+    persona: str = Field(min_length=1, max_length=MAX_PERSONA_CHARS)
     model: str | None = None
     agent: str | None = None
     user_model: str = DEFAULT_USER
