@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts: the machine line, the fake OpenAI server in its own process, call
-tracing, CPU clocks, a finished run's calls as chat bodies to replay."""
+tracing, CPU clocks, a finished run's calls as chat bodies to replay, and a fresh embedded server to
+replay them on."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,35 @@ def stored_bodies(run_dir: Path, model: str) -> list[tuple[str, dict[str, Any]]]
     if not bodies:
         sys.exit(f"{store.path}: no calls to {model}")
     return bodies
+
+
+Send = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@asynccontextmanager
+async def fresh_server(model: str, *, slots: int, extra_args: tuple[str, ...] = ()) -> AsyncIterator[Send]:
+    """A fresh llama-server for the embedded ``model``, started by its own engine (``slots`` slots, more
+    server arguments in ``extra_args``), as ``send(chat body) -> reply``; stopped on leaving. One line
+    (SystemExit) when it cannot start or dies, or when it answers with an HTTP error."""
+    import aiohttp
+
+    from personagraph.models.engine import Engine, EngineFailed
+    from personagraph.models.spec import LOCAL_MODELS
+
+    engine = Engine(LOCAL_MODELS[model], slots=slots, extra_args=extra_args)
+    label = " ".join(("llama-server", *extra_args))
+    try:
+        url = await engine.base_url()
+        async with aiohttp.ClientSession() as session:
+
+            async def send(body: dict[str, Any]) -> dict[str, Any]:
+                async with session.post(url + "/chat/completions", json=body) as reply:
+                    if reply.status != 200:
+                        sys.exit(f"{label}: HTTP {reply.status}: {(await reply.text())[:200]}")
+                    return await reply.json()
+
+            yield send
+    except EngineFailed as exc:
+        sys.exit(str(exc))
+    finally:
+        engine.stop()

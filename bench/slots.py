@@ -26,13 +26,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._harness import load_average, machine, stored_bodies  # noqa: E402
-from personagraph.models.engine import Engine, EngineFailed  # noqa: E402
-from personagraph.models.spec import LOCAL_MODELS  # noqa: E402
+from bench._harness import fresh_server, load_average, machine, stored_bodies  # noqa: E402
 
 TARGET = "qwen2.5-coder-1.5b"
 Wave = tuple[str, list[dict[str, Any]]]
@@ -43,30 +39,17 @@ def waves(bodies: list[tuple[str, dict[str, Any]]]) -> list[Wave]:
     return [(role, [body for _, body in group]) for role, group in groupby(bodies, key=lambda rb: rb[0])]
 
 
-async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> int:
-    async with session.post(url + "/chat/completions", json=body) as reply:
-        if reply.status != 200:
-            sys.exit(f"llama-server: HTTP {reply.status}: {(await reply.text())[:200]}")
-        return int((await reply.json())["usage"]["completion_tokens"])
-
-
 async def serve(slots: int, run: list[Wave]) -> list[tuple[str, float, list[int]]]:
     """Starts the 1.5B's engine with ``slots`` slots, sends each wave at once and waits for its last reply,
     stops it. Returns each wave's role, seconds and generated tokens per call."""
-    engine = Engine(LOCAL_MODELS[TARGET], slots=slots)
-    try:
-        url = await engine.base_url()
-        timed = []
-        async with aiohttp.ClientSession() as session:
-            for role, bodies in run:
-                started = time.monotonic()
-                tokens = await asyncio.gather(*(_send(session, url, body) for body in bodies))
-                timed.append((role, time.monotonic() - started, list(tokens)))
-        return timed
-    except EngineFailed as exc:
-        sys.exit(str(exc))
-    finally:
-        engine.stop()
+    timed = []
+    async with fresh_server(TARGET, slots=slots) as send:
+        for role, bodies in run:
+            started = time.monotonic()
+            replies = await asyncio.gather(*(send(body) for body in bodies))
+            timed.append((role, time.monotonic() - started,
+                          [int(reply["usage"]["completion_tokens"]) for reply in replies]))
+    return timed
 
 
 def main(run_dir: Path, slot_counts: list[int], repeats: int) -> None:

@@ -23,12 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._harness import machine, stored_bodies  # noqa: E402
-from personagraph.models.engine import Engine, EngineFailed  # noqa: E402
+from bench._harness import fresh_server, machine, stored_bodies  # noqa: E402
 from personagraph.models.spec import LOCAL_MODELS  # noqa: E402
 from personagraph.models.weights import ensure_weights  # noqa: E402
 
@@ -38,27 +35,16 @@ TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
 async def serve(extra: tuple[str, ...], bodies: list[dict[str, Any]]) -> tuple[float, int, int, int]:
     """Starts the 1.5B's engine at one slot with ``extra`` server arguments, sends ``bodies`` one at a time,
     stops it. Returns seconds, generated, drafted and accepted tokens."""
-    engine = Engine(LOCAL_MODELS[TARGET], slots=1, extra_args=extra)
-    try:
-        url = await engine.base_url()
-        seconds, generated, drafted, accepted = 0.0, 0, 0, 0
-        async with aiohttp.ClientSession() as session:
-            for body in bodies:
-                started = time.monotonic()
-                async with session.post(url + "/chat/completions", json=body) as reply:
-                    if reply.status != 200:
-                        detail = (await reply.text())[:200]
-                        sys.exit(f"llama-server {' '.join(extra)}: HTTP {reply.status}: {detail}")
-                    timings = (await reply.json())["timings"]
-                seconds += time.monotonic() - started
-                generated += timings["predicted_n"]
-                drafted += timings.get("draft_n", 0)
-                accepted += timings.get("draft_n_accepted", 0)
-        return seconds, generated, drafted, accepted
-    except EngineFailed as exc:
-        sys.exit(str(exc))
-    finally:
-        engine.stop()
+    seconds, generated, drafted, accepted = 0.0, 0, 0, 0
+    async with fresh_server(TARGET, slots=1, extra_args=extra) as send:
+        for body in bodies:
+            started = time.monotonic()
+            timings = (await send(body))["timings"]
+            seconds += time.monotonic() - started
+            generated += timings["predicted_n"]
+            drafted += timings.get("draft_n", 0)
+            accepted += timings.get("draft_n_accepted", 0)
+    return seconds, generated, drafted, accepted
 
 
 def main(run_dir: Path, repeats: int, draft_max: int) -> None:

@@ -85,6 +85,12 @@ class CallRow:
     logprobs: list[dict[str, Any]] | None = None  # OpenAI's logprobs.content, when the call asked for them
 
 
+def _call_row(row: Sequence[Any]) -> CallRow:
+    """A ``calls`` row read in the column order key, role, model, text, input_tokens, output_tokens,
+    latency_s, logprobs (JSON text or NULL)."""
+    return CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None)
+
+
 def _version(value: str) -> int | None:
     try:
         return int(json.loads(value))
@@ -556,7 +562,7 @@ class RunStore:
             ).fetchone()
         if row is None:
             return None
-        return CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None)
+        return _call_row(row)
 
     def put_call(self, row: CallRow, request: dict[str, Any], *, replace: bool = False) -> None:
         """Records a finished call; the first result for a key wins, unless ``replace`` (a stored reply that
@@ -586,8 +592,7 @@ class RunStore:
         self.flush()
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created, rowid", args).fetchall()
-        return [(CallRow(*row[:7], json.loads(row[7]) if row[7] is not None else None), json.loads(row[8]))
-                for row in rows]
+        return [(_call_row(row), json.loads(row[8])) for row in rows]
 
     def call_stats(self) -> list[dict[str, Any]]:
         """Calls, tokens and latency per role and model, for summaries and reports."""
