@@ -169,10 +169,14 @@ class EnvironmentChoice(BaseModel):
     )
 
 
+QUESTION_MAX_CHARS = 300
+"""The longest question the generator may write: its grammar closes the string there, mid-sentence if need be."""
+
+
 class QuestionList(BaseModel):
     """The question generator's reply."""
 
-    questions: list[capped_text(300)] = Field(  # type: ignore[valid-type]
+    questions: list[capped_text(QUESTION_MAX_CHARS)] = Field(  # type: ignore[valid-type]
         description="the questions, one per item, without numbering"
     )
 

@@ -9,6 +9,7 @@ records and shows. A failed call is not topped up: it is a failure, retried when
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,20 @@ from personagraph.embeddings import encode, encode_stored
 from personagraph.environments.pool import load_pool
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
-from personagraph.schemas import Environment, EnvironmentChoice, QuestionList, Task, at_most
+from personagraph.schemas import (
+    QUESTION_MAX_CHARS,
+    Environment,
+    EnvironmentChoice,
+    QuestionList,
+    Task,
+    at_most,
+)
 
 MAX_TOP_UPS = 3
 """Extra calls, at most, to make up a short reply (each asks only for what is missing)."""
+
+# ".", "?" or "!", then closing quotes or brackets, then a space or the end
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]*(?=\s|$)")
 
 
 @dataclass
@@ -149,10 +160,31 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
     return Selection(chosen, unknown, shortlist=listed, requested=k, extra_calls=extra)
 
 
+def ends_a_sentence(text: str) -> bool:
+    """Whether ``text`` ends as a sentence does: ".", "?" or "!", then closing quotes or brackets."""
+    return text.rstrip("\"')]").endswith((".", "?", "!"))
+
+
+def complete_question(written: str) -> str | None:
+    """The question as it is asked: whitespace collapsed, and one that the grammar cut off at
+    :data:`QUESTION_MAX_CHARS` ("…What did you learn? Do you think you'll remember the") ends at its last
+    complete sentence; None when nothing before the cut ends one, so it is asked for again.
+
+    An agent asked a question that stops mid-sentence answers something nobody asked; in quick runs on the
+    embedded 1.5B, 2 of 5 questions reached the cap.
+    """
+    text = " ".join(written.split())
+    if len(written) < QUESTION_MAX_CHARS or ends_a_sentence(text):
+        return text
+    ends = list(_SENTENCE_END.finditer(text))
+    return text[: ends[-1].end()] if ends else None
+
+
 async def generate_questions(
     client: ModelClient, persona: str, task: Task, environments: list[Environment], n: int
 ) -> QuestionBatch:
-    """Writes ``n`` questions for one task (blank and repeated ones are dropped, missing ones asked for again)."""
+    """Writes ``n`` questions for one task (blank, repeated and unfinished ones are dropped, missing ones
+    asked for again)."""
     listing = "\n".join(f"- {env.name}: {env.description}" for env in environments)
     messages = load_prompt("generate_questions").messages(
         task=task.name,
@@ -166,15 +198,19 @@ async def generate_questions(
     questions: list[str] = []
 
     def take(value: QuestionList) -> tuple[int, str | None]:
-        unusable = 0
-        for text in value.questions:
-            text = " ".join(text.split())
-            if not text or text.lower() in seen:
+        unusable, cut = 0, 0
+        for written in value.questions:
+            text = complete_question(written)
+            if text is None:
+                cut += 1
+            elif not text or text.lower() in seen:
                 unusable += 1
             elif len(questions) < n:
                 seen.add(text.lower())
                 questions.append(text)
-        return len(questions), f"{unusable} blank or repeated" if unusable else None
+        problems = [f"{unusable} blank or repeated"] * bool(unusable)
+        problems += [f"{cut} cut off mid-sentence at {QUESTION_MAX_CHARS} characters"] * bool(cut)
+        return len(questions), "; ".join(problems) or None
 
     _, extra, error = await _ask_for(client, messages, lambda k: at_most(QuestionList, "questions", k), n, take)
     if error is None and not questions:
