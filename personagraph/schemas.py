@@ -111,6 +111,7 @@ class Answer(BaseModel):
     refusal: bool = False
     refusal_marker: str | None = None
     sample: int = 0  # which of the question's repeated samples (``eval --samples K``): 0 .. K-1
+    at_token_limit: bool = False  # the reply used the agent's whole max_tokens: cut off, judged as it stands
 
 
 class Exemplars(BaseModel):
@@ -170,7 +171,7 @@ class EnvironmentChoice(BaseModel):
 
 
 QUESTION_MAX_CHARS = 300
-"""The longest question the generator may write: its grammar closes the string there, mid-sentence if need be."""
+"""The longest question the generator may write: its grammar closes the string there, mid-sentence or not."""
 
 
 class QuestionList(BaseModel):

@@ -47,4 +47,5 @@ async def answer_question(agent: Agent, persona: str, question: Question, sample
     if not text:
         return Answer(**common, status="failed", error="empty answer")
     marker = detect_refusal(text)
-    return Answer(**common, status="ok", text=text, refusal=marker is not None, refusal_marker=marker)
+    return Answer(**common, status="ok", text=text, refusal=marker is not None, refusal_marker=marker,
+                  at_token_limit=reply.at_token_limit)

@@ -221,6 +221,7 @@ def summarize_scores(
             "refusals": refusals,
             "answers": len(model_answers),
             "failed_answers": len(model_answers) - answered,
+            "answers_at_token_limit": sum(a.at_token_limit for a in model_answers),
             "tasks": tasks,
         }
         if samples > 1:

@@ -67,6 +67,7 @@ class Completion(_ScrubbedError):
     input_tokens: int = 0
     output_tokens: int = 0
     truncated: bool = False  # longer than its max_tokens budget allows: cut there and marked (TRUNCATED_MARK)
+    at_token_limit: bool = False  # as many tokens generated as max_tokens allowed: most likely cut off mid-way
 
     @property
     def ok(self) -> bool:
@@ -162,6 +163,14 @@ or forwarded whole (a 5 MB answer to a 256-token request would be sent on to eve
 MIN_BUDGET_CHARS = 1024
 TRUNCATED_MARK = "\n[truncated: the reply ran past its max_tokens budget]"
 _NUMBER_PART = re.compile(r"[-+0-9.eE]+")
+
+
+def at_token_limit(output_tokens: int, params: dict[str, Any]) -> bool:
+    """Whether a reply of ``output_tokens`` used the whole ``max_tokens`` of its request: the provider stopped
+    it there, so it most likely ends mid-sentence (a stored reply keeps its token count, not the reason the
+    provider stopped)."""
+    limit = params.get("max_tokens")
+    return bool(limit) and output_tokens >= limit
 
 
 def char_budget(max_tokens: int | None) -> int | None:
@@ -373,7 +382,8 @@ class ModelClient:
                 logprobs = parse_logprobs({"content": row.logprobs}) if params.get("top_logprobs") else None
                 text, truncated = self._bounded(row.text, params)
                 return Completion("ok", text, cached=True, logprobs=logprobs, truncated=truncated,
-                                  input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+                                  input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                                  at_token_limit=at_token_limit(row.output_tokens, params))
             stale = True
         last_error = "no attempt made"
         for attempt in range(self.retry.attempts):
@@ -427,7 +437,7 @@ class ModelClient:
             else:
                 self.store.put_call(row, request)
         return Completion("ok", text, logprobs=logprobs, input_tokens=tokens_in, output_tokens=tokens_out,
-                          truncated=truncated)
+                          truncated=truncated, at_token_limit=at_token_limit(tokens_out, params))
 
     @property
     def _concurrency(self) -> int:

@@ -111,7 +111,7 @@ def headline(run: Run) -> list[dict[str, Any]]:
     Keys: ``model``, ``tasks`` {task: {mean, ci, n, refusal_rate, failed_verdicts, judge_alpha}},
     ``persona_score``, ``ci`` ([low, high] or None), ``refusal_rate``, ``failed_verdicts``, ``verdicts``,
     ``judge_alpha`` (Krippendorff's α, ordinal, over the model's answers; None with one judge), ``answers``,
-    ``failed_answers``.
+    ``failed_answers``, ``answers_at_token_limit`` (None for runs older than the count).
     """
     _, _, judges = _in_config(run)
     all_items = items(run)
@@ -143,6 +143,7 @@ def headline(run: Run) -> list[dict[str, Any]]:
             "judge_alpha": _alpha(model_items, judges),
             "answers": result.get("answers"),
             "failed_answers": result.get("failed_answers"),
+            "answers_at_token_limit": result.get("answers_at_token_limit"),
         })
     return rows
 

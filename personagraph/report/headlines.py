@@ -48,6 +48,7 @@ def eval_headline(runs: list[Run]) -> Table | None:
         Column("failed_verdicts", "failed verdicts", "int"),
         Column("judge_alpha", "judge α", "float"),
         Column("answers", "answers", "int"),
+        Column("answers_at_token_limit", "cut at token limit", "int"),
     ]
     rows = []
     for run in evals:
@@ -59,7 +60,8 @@ def eval_headline(runs: list[Run]) -> Table | None:
                 out[task] = row["tasks"].get(task, {}).get("mean")
             out.update(persona_score=row["persona_score"], ci_low=ci[0], ci_high=ci[1],
                        refusal_rate=row["refusal_rate"], failed_verdicts=row["failed_verdicts"],
-                       judge_alpha=row["judge_alpha"], answers=row["answers"])
+                       judge_alpha=row["judge_alpha"], answers=row["answers"],
+                       answers_at_token_limit=row["answers_at_token_limit"])
             out["_tasks"] = row["tasks"]
             rows.append(out)
     return Table(

@@ -117,7 +117,8 @@ def _eval_headline_html(table: Table) -> str:
     head = ("<th>run</th>" if several else "") + "<th>model</th>" + "".join(
         f'<th class="num">{esc(task)}</th>' for task in TASK_NAMES
     ) + ('<th class="num">PersonaScore</th><th class="num">95% CI</th><th class="num">refusal rate</th>'
-         '<th class="num">failed verdicts</th><th class="num">judge α</th><th class="num">answers</th>')
+         '<th class="num">failed verdicts</th><th class="num">judge α</th><th class="num">answers</th>'
+         '<th class="num">cut at token limit</th>')
     body = []
     for row in table.rows:
         cells = (f"<td>{esc(row['run'])}</td>" if several else "") + f"<td>{esc(row['model'])}</td>"
@@ -136,7 +137,8 @@ def _eval_headline_html(table: Table) -> str:
                   f'<td class="num">{esc(fmt(row["refusal_rate"], "pct"))}</td>'
                   f'<td class="num{" bad" if row["failed_verdicts"] else ""}">{esc(fmt(row["failed_verdicts"], "int"))}</td>'
                   f'<td class="num">{esc(fmt(row["judge_alpha"], "float"))}</td>'
-                  f'<td class="num">{esc(fmt(row["answers"], "int"))}</td>')
+                  f'<td class="num">{esc(fmt(row["answers"], "int"))}</td>'
+                  f'<td class="num">{esc(fmt(row["answers_at_token_limit"], "int"))}</td>')
         body.append(f"<tr>{cells}</tr>")
     return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
             f'<p class="note">{esc(table.note)} Under each task score: its 95% CI and the number of scored items. '

@@ -50,6 +50,9 @@ def render_summary(summary: dict) -> RichTable:
                                     for m in models))
     table.add_row("failed answers", *(f"{results[m].get('failed_answers', 0)}/{results[m].get('answers', 0)}"
                                       for m in models))
+    if any(results[m].get("answers_at_token_limit") for m in models):  # older runs did not count them
+        table.add_row("cut at token limit", *(f"{results[m].get('answers_at_token_limit', 0)}/"
+                                              f"{results[m].get('answers', 0)}" for m in models))
     return table
 
 
@@ -140,12 +143,14 @@ def _eval_view(run: Run) -> list[RenderableType]:
     rows = headline(run)
     extra = RichTable(title="Refusals, verdicts and judge agreement")
     key_column(extra, "model", (row["model"] for row in rows))
-    for label in ("refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers"):
+    for label in ("refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers",
+                  "cut at token limit"):
         extra.add_column(label, justify="right", overflow="fold")
     for row in rows:
         extra.add_row(Text(row["model"]), fmt(row["refusal_rate"], "pct"), fmt(row["failed_answers"], "int"),
                       f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}",
-                      fmt(row["judge_alpha"], "float"), fmt(row["answers"], "int"))
+                      fmt(row["judge_alpha"], "float"), fmt(row["answers"], "int"),
+                      fmt(row["answers_at_token_limit"], "int"))
     parts.append(extra)
     agreement = run.summary.get("judge_agreement") or {}
     means = run.summary.get("per_judge_mean") or {}

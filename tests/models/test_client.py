@@ -25,6 +25,7 @@ from personagraph.models import (
     resolve_route,
 )
 from personagraph.models.retry import classify
+from personagraph.models.testing import register_script
 from personagraph.schemas import JudgeReply
 from personagraph.store import RunStore
 
@@ -77,6 +78,17 @@ async def test_cached_call_is_not_sent_again(run_dir) -> None:
     again = await second.complete(MESSAGES)
     assert again.cached and again.text == reply.text
     assert second.meter.total_calls == 0 and second.meter.total_cache_hits == 1
+
+
+async def test_a_reply_that_used_its_whole_token_budget_is_marked_sent_and_from_the_cache(run_dir) -> None:
+    register_script("five-words", lambda messages, schema: "one two three four five")  # 5 tokens here
+    for limit, expected in ((5, True), (6, False)):
+        sent = await ModelClient.create("test:five-words", "persona", store=RunStore(run_dir),
+                                        max_tokens=limit).complete(MESSAGES)
+        cached = await ModelClient.create("test:five-words", "persona", store=RunStore(run_dir),
+                                          max_tokens=limit).complete(MESSAGES)
+        assert (sent.cached, cached.cached) == (False, True)
+        assert sent.at_token_limit is cached.at_token_limit is expected
 
 
 async def test_transient_errors_are_retried_and_retry_after_is_honoured(monkeypatch) -> None:

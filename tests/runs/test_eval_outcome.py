@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -12,11 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from bench.fake_openai import start_in_thread
 from personagraph.models import ModelSettings
+from personagraph.models.testing import register_script
 from personagraph.report.html import build_report
 from personagraph.report.load import load_run
+from personagraph.report.view import render_summary
 from personagraph.runs.base import EXIT_INCOMPLETE, ProgressEvent
 from personagraph.runs.eval import EvalConfig, build_summary
 from personagraph.runs.eval import run as run_eval
@@ -222,3 +226,27 @@ def test_the_quick_preset_fills_only_what_was_not_given() -> None:
     given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2)
     assert (given.max_answer_tokens, given.environments) == (512, 2)
     assert EvalConfig(personas=["A nurse"]).max_answer_tokens == 256  # not quick: the full default
+
+
+async def test_answers_that_used_the_whole_answer_budget_are_counted_and_shown(run_dir: Path) -> None:
+    """An answer the token limit stopped is judged as it stands; the summary, the terminal table and the
+    report say how many there were, so a low score is not read as the agent's whole answer."""
+    answered = itertools.count()
+
+    def agent(messages: list[dict], schema: dict | None) -> str:  # the first two answers ramble on
+        rambling = "I rode the range for forty years and " * (10 if next(answered) < 2 else 0)
+        return rambling + "I would saddle up."
+
+    register_script("rambling-agent", agent)
+    config = _config(personas=[COWBOY], models=["test:rambling-agent"], judges=["test:judge"],
+                     generator="test:gen", max_answer_tokens=16)
+    summary = await run_eval(config, run_dir)
+    answers = RunStore(run_dir, readonly=True).records("answer")
+    cut = [a for a in answers if a["at_token_limit"]]
+    assert 0 < len(cut) < len(answers)
+    assert summary.models["test:rambling-agent"]["answers_at_token_limit"] == len(cut)
+    console = Console(width=120, record=True)
+    console.print(render_summary(json.loads((run_dir / "summary.json").read_text())))
+    row = next(line for line in console.export_text().splitlines() if "cut at token limit" in line)
+    assert row.split("│")[2].strip() == f"{len(cut)}/{len(answers)}"
+    assert "cut at token limit" in build_report([load_run(run_dir)])
