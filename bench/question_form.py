@@ -6,8 +6,9 @@ llama.cpp's grammar mid-sentence, and a question that asks four things draws an 
 answer cap, which the judge then reads. This bench writes the quick run's questions (1 per task, the 3
 environments nearest the persona, no selector call) for personas the question prompts were not written
 on (``judges/contrast_personas.yaml``) and prints, for the replies as written and for the questions the
-run keeps: how many were cut at the cap, how many ask more than one question (more than one "?"), their
-length, and the tokens and seconds per call, beside the machine line.
+run keeps (``environments/questions.question_as_asked``): how many were cut at the cap, how many ask more
+than one question (more than one "?"), their length, and the tokens and seconds per call, beside the
+machine line.
 
     .venv/bin/python bench/question_form.py                 # 8 personas x 5 tasks, every call afresh
     .venv/bin/python bench/question_form.py --personas 16 --per-task 2
@@ -90,7 +91,8 @@ def report(written: list[str], kept: list[str], calls: list[Any], wall: float) -
     n_written, n_kept = max(1, len(written)), max(1, len(kept))
     return [
         f"as written: {len(written)} questions; cut at the {QUESTION_MAX_CHARS}-character cap: "
-        f"{share(len(cut), len(written))}",
+        f"{share(len(cut), len(written))}; asking several things: "
+        f"{share(sum(map(several_asked, written)), len(written))}",
         f"kept: {len(kept)} questions; not ending a sentence: {share(len(unended), len(kept))}; "
         f"asking several things: {share(len(several), len(kept))}",
         f"words per kept question: mean {np.mean(words):.1f}, median {np.median(words):.0f}, "

@@ -1,4 +1,4 @@
-"""Question generation: the questions asked are whole, unique and as many as requested."""
+"""Question generation: the questions asked are whole, one each, unique and as many as requested."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from personagraph.environments import generate_questions, load_pool, load_tasks
-from personagraph.environments.questions import complete_question, ends_a_sentence
+from personagraph.environments.questions import (
+    complete_question,
+    ends_a_sentence,
+    first_question,
+    question_as_asked,
+)
 from personagraph.models import ModelClient
 from personagraph.models.testing import register_script
 from personagraph.schemas import QUESTION_MAX_CHARS
@@ -75,3 +80,20 @@ async def test_a_cut_question_is_trimmed_and_an_unfinishable_one_asked_for_again
 ])
 def test_what_ends_a_sentence(text: str, ended: bool) -> None:
     assert ends_a_sentence(text) is ended
+
+
+@pytest.mark.parametrize(("written", "asked"), [
+    ("At the roundup, tell me about the best moment of the day? What was exciting? How did you feel?",
+     "At the roundup, tell me about the best moment of the day?"),
+    ("A calf breaks loose at the roundup. What do you do next? Why?",
+     "A calf breaks loose at the roundup. What do you do next?"),
+    ("Did you hear? The barn dance is cancelled tonight. What do you do?",  # too short to stand alone
+     "Did you hear? The barn dance is cancelled tonight. What do you do?"),
+    ("A calf breaks loose at the roundup. What do you do next? Explain your reasoning.",  # one question
+     "A calf breaks loose at the roundup. What do you do next? Explain your reasoning."),
+    ("You decided to sell the ranch. Why did you make that choice?",
+     "You decided to sell the ranch. Why did you make that choice?"),
+])
+def test_an_item_asking_several_questions_is_asked_its_first(written: str, asked: str) -> None:
+    assert first_question(written) == asked
+    assert question_as_asked(written) == asked
