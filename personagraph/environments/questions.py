@@ -209,8 +209,8 @@ def question_as_asked(written: str) -> str | None:
 async def generate_questions(
     client: ModelClient, persona: str, task: Task, environments: list[Environment], n: int
 ) -> QuestionBatch:
-    """Writes ``n`` questions for one task (blank, repeated and unfinished ones are dropped, missing ones
-    asked for again)."""
+    """Writes ``n`` questions for one task, each as :func:`question_as_asked` makes it (blank, repeated and
+    unfinishable ones are dropped, missing ones asked for again)."""
     listing = "\n".join(f"- {env.name}: {env.description}" for env in environments)
     messages = load_prompt("generate_questions").messages(
         task=task.name,
