@@ -41,6 +41,9 @@ def ask(
         if not reply.ok:
             raise PersonagraphError(f"{model}: {reply.error}")
         console.print(plain(reply.text.strip() or "(empty answer)"))
+        if reply.at_token_limit:  # the reader should not take a cut answer for the whole one
+            console.print(plain(f"(cut off at the {max_tokens}-token limit: --max-tokens raises it)"),
+                          style="dim")
 
     run(body)
 
