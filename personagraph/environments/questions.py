@@ -36,6 +36,7 @@ MAX_TOP_UPS = 3
 # ".", "?" or "!", then closing quotes or brackets, then a space or the end
 _SENTENCE_END = re.compile(r"[.?!][\"')\]]*(?=\s|$)")
 _QUESTION_END = re.compile(r"\?[\"')\]]*(?=\s|$)")
+_TRAILING_NOTE = re.compile(r"^(.*\?[\"')]*)\s*\([^()]*\)$")  # "…grow up? (Community Garden, Barn Dance)"
 MIN_QUESTION_WORDS = 6
 """A first question shorter than this ("Did you hear?") is kept together with the one after it."""
 
@@ -199,11 +200,19 @@ def first_question(text: str) -> str:
     return text
 
 
+def without_trailing_note(text: str) -> str:
+    """``text`` without a bracketed note after its last question ("…where did you grow up? (Community Garden,
+    House Fire Evacuation)"): the writer's own annotation, mostly the settings it used, not said to the
+    persona."""
+    match = _TRAILING_NOTE.match(text)
+    return match.group(1) if match else text
+
+
 def question_as_asked(written: str) -> str | None:
-    """The written question as the agent is asked it: :func:`complete_question`, then :func:`first_question`;
-    None when it cannot be asked."""
+    """The written question as the agent is asked it: :func:`complete_question`, then
+    :func:`without_trailing_note` and :func:`first_question`; None when it cannot be asked."""
     text = complete_question(written)
-    return None if text is None else first_question(text)
+    return None if text is None else first_question(without_trailing_note(text))
 
 
 async def generate_questions(

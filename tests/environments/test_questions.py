@@ -13,6 +13,7 @@ from personagraph.environments.questions import (
     ends_a_sentence,
     first_question,
     question_as_asked,
+    without_trailing_note,
 )
 from personagraph.models import ModelClient
 from personagraph.models.testing import register_script
@@ -96,4 +97,17 @@ def test_what_ends_a_sentence(text: str, ended: bool) -> None:
 ])
 def test_an_item_asking_several_questions_is_asked_its_first(written: str, asked: str) -> None:
     assert first_question(written) == asked
+    assert question_as_asked(written) == asked
+
+
+@pytest.mark.parametrize(("written", "asked"), [
+    ("At the garden, where did you grow up? (Community Garden, House Fire Evacuation)",
+     "At the garden, where did you grow up?"),
+    ('They ask "why not?" (Barn Dance)', 'They ask "why not?"'),
+    ("Tell me about the rodeo (the County Fair one). What happened?",  # a bracket inside: kept
+     "Tell me about the rodeo (the County Fair one). What happened?"),
+    ("Describe the roundup (Cattle Ranch Roundup)", "Describe the roundup (Cattle Ranch Roundup)"),  # no "?"
+])
+def test_a_bracketed_note_after_the_last_question_is_not_asked(written: str, asked: str) -> None:
+    assert without_trailing_note(written) == asked
     assert question_as_asked(written) == asked
