@@ -39,6 +39,17 @@ def _cpu_info() -> tuple[str, set[str]]:
     return model, flags
 
 
+def wilson_share(count: int, total: int) -> str:
+    """``count/total = share [95% CI low, high]``, the interval Wilson's (scipy), as the benches print a
+    proportion ("0/0" for none)."""
+    from scipy.stats import binomtest
+
+    if total == 0:
+        return "0/0"
+    ci = binomtest(count, total).proportion_ci(method="wilson")
+    return f"{count}/{total} = {count / total:.2f} [95% CI {ci.low:.2f}, {ci.high:.2f}]"
+
+
 def load_average() -> str:
     """The 1/5/15-minute load averages, as ``uptime`` prints them."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 import yaml
-from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._harness import load_average, machine  # noqa: E402
+from bench._harness import load_average, machine, wilson_share  # noqa: E402
 from personagraph.environments import generate_questions, load_tasks  # noqa: E402
 from personagraph.environments.questions import ends_a_sentence, shortlist_pool  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
@@ -45,14 +44,6 @@ from personagraph.store import RunStore  # noqa: E402
 
 PERSONAS = Path(__file__).resolve().parents[1] / "personagraph" / "judges" / "contrast_personas.yaml"
 GENERATOR = "local:qwen2.5-coder-1.5b"
-
-
-def share(count: int, total: int) -> str:
-    """``count/total = share [95% Wilson CI]``."""
-    if total == 0:
-        return "0/0"
-    ci = binomtest(count, total).proportion_ci(method="wilson")
-    return f"{count}/{total} = {count / total:.2f} [95% CI {ci.low:.2f}, {ci.high:.2f}]"
 
 
 def several_asked(question: str) -> bool:
@@ -91,10 +82,10 @@ def report(written: list[str], kept: list[str], calls: list[Any], wall: float) -
     n_written, n_kept = max(1, len(written)), max(1, len(kept))
     return [
         f"as written: {len(written)} questions; cut at the {QUESTION_MAX_CHARS}-character cap: "
-        f"{share(len(cut), len(written))}; asking several things: "
-        f"{share(sum(map(several_asked, written)), len(written))}",
-        f"kept: {len(kept)} questions; not ending a sentence: {share(len(unended), len(kept))}; "
-        f"asking several things: {share(len(several), len(kept))}",
+        f"{wilson_share(len(cut), len(written))}; asking several things: "
+        f"{wilson_share(sum(map(several_asked, written)), len(written))}",
+        f"kept: {len(kept)} questions; not ending a sentence: {wilson_share(len(unended), len(kept))}; "
+        f"asking several things: {wilson_share(len(several), len(kept))}",
         f"words per kept question: mean {np.mean(words):.1f}, median {np.median(words):.0f}, "
         f"max {max(words)}",
         *(f"  unended: …{question[-70:]}" for question in unended[:3]),

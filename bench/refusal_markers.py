@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import yaml
-from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._harness import wilson_share  # noqa: E402
 from personagraph.judges.refusal import detect_refusal  # noqa: E402
 
 SENTENCES = Path(__file__).with_name("refusal_sentences.yaml")
@@ -28,9 +28,7 @@ def main() -> None:
                                ("false positives on in-character", data["in_character"], False)):
         hits = [t for t in texts if (detect_refusal(t) is not None) == want]
         count = len(hits) if want else len(texts) - len(hits)
-        ci = binomtest(count, len(texts)).proportion_ci(method="wilson")
-        share = count / len(texts)
-        print(f"{label}: {count}/{len(texts)} = {share:.2f} [95% CI {ci.low:.2f}, {ci.high:.2f}]")
+        print(f"{label}: {wilson_share(count, len(texts))}")
         for text in texts:
             if (detect_refusal(text) is not None) != want:
                 print(f"  wrong side: {text}")
