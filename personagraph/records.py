@@ -84,6 +84,7 @@ class SessionNumbers(_Record):
 
     agent_turns: int
     failed_turns: int
+    turns_at_token_limit: int = 0  # agent replies that used their whole max_tokens (0 in older sessions)
     mean_score: float | None
     task_means: dict[str, float]
     drift_slope: float | None

@@ -66,6 +66,8 @@ def transcript_markdown(record: dict[str, Any]) -> str:
         lines += ["", f"**{who}:**", "", _md(entry["text"]) if entry["text"] else "> _(no text)_"]
         if entry.get("stop"):
             lines += ["", "_(the user ended the conversation)_"]
+        if entry.get("at_token_limit"):
+            lines += ["", "_(cut off at the token limit)_"]
         if entry.get("refusal_marker"):
             lines += ["", f"_persona break: “{_esc(entry['refusal_marker'])}”_"]
         for judge, scores in (entry.get("scores") or {}).items():
@@ -195,6 +197,7 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
                 "level": item.get("level"),
                 "stop": bool(item.get("stop")),
                 "refusal_marker": item.get("refusal_marker"),
+                "at_token_limit": item.get("at_token_limit") is True,
             }
         )
     if not turns:

@@ -212,6 +212,12 @@ def model_settings(base_url: str | None, api_key: str | None, endpoints: list[st
         raise ConfigError(str(first["loc"][0]), first["msg"].removeprefix("Value error, ")) from None  # names the flag
 
 
+def cut_off_note(max_tokens: int) -> str:
+    """What ``ask`` and ``chat`` print under a reply that used its whole ``--max-tokens``: the reader should
+    not take a cut answer for the whole one."""
+    return f"(cut off at the {max_tokens}-token limit: --max-tokens raises it)"
+
+
 class _Progress(Progress):
     """A progress display that leaves the terminal to the error line when a command is refused."""
 

@@ -10,6 +10,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     console,
+    cut_off_note,
     model_settings,
     run,
 )
@@ -41,9 +42,8 @@ def ask(
         if not reply.ok:
             raise PersonagraphError(f"{model}: {reply.error}")
         console.print(plain(reply.text.strip() or "(empty answer)"))
-        if reply.at_token_limit:  # the reader should not take a cut answer for the whole one
-            console.print(plain(f"(cut off at the {max_tokens}-token limit: --max-tokens raises it)"),
-                          style="dim")
+        if reply.at_token_limit:
+            console.print(plain(cut_off_note(max_tokens)), style="dim")
 
     run(body)
 

@@ -15,6 +15,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     console,
+    cut_off_note,
     model_settings,
     run,
 )
@@ -65,6 +66,8 @@ def chat_command(
                 else:
                     console.print(plain(Text(f"agent {payload['status']}: ", style="red"),
                                         payload.get("error") or "no reply"))
+                if payload.get("at_token_limit"):
+                    console.print(plain(cut_off_note(max_tokens)), style="dim")
                 if payload.get("refusal_marker"):
                     console.print(plain(f"(persona break: {payload['refusal_marker']!r})", style="yellow"))
 

@@ -88,6 +88,9 @@ def render_sessions(summary: dict[str, Any]) -> Table:
         "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}",
         style="bold",
     )
+    if o.get("turns_at_token_limit"):  # a cut reply is judged as it stands: the reader should know
+        cut, turns = o["turns_at_token_limit"], o["agent_turns"]
+        table.caption = f"{cut} of {turns} agent turns cut at the token limit"
     return table
 
 

@@ -161,8 +161,9 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
         reply = await ctx.agent.respond(state["persona"], conversation)
         status = "ok" if reply.ok else "failed"
         text, error = (reply.text.strip() if reply.ok else ""), reply.error
+        cut = reply.ok and reply.at_token_limit
     except Exception as exc:  # noqa: BLE001 - an agent must not crash the session: a failed turn
-        status, text, error = "failed", "", f"{type(exc).__name__}: {exc}"[:500]
+        status, text, error, cut = "failed", "", f"{type(exc).__name__}: {exc}"[:500], False
     if status == "ok" and not text:
         status, error = "empty", "empty reply"
     entry = {
@@ -174,6 +175,7 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
         "level": turns[-1].get("level") if turns else None,
         "stop": False,
         "refusal_marker": detect_refusal(text) if text else None,
+        "at_token_limit": cut,  # the reply used the whole max_tokens: cut off, judged as it stands
         "scores": {},
         "rationales": {},
     }

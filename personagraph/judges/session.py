@@ -206,6 +206,7 @@ def turn_numbers(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "agent_turns": sum(e["status"] == "ok" for e in agent),
         "failed_turns": sum(e["status"] != "ok" for e in turns),
+        "turns_at_token_limit": sum(e["status"] == "ok" and e.get("at_token_limit") is True for e in agent),
         "turn_means": turn_means,
         "task_means": task_means,
         "mean_score": round(float(np.mean([t["score"] for t in turn_means])), 4) if turn_means else None,

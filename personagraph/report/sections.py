@@ -162,6 +162,8 @@ def _turn_html(entry: dict[str, Any], broke: bool) -> str:
     for judge, by_task in (entry.get("scores") or {}).items():
         if isinstance(by_task, dict):
             meta.append(f"{judge}: " + ", ".join(f"{k} {'—' if v is None else v}" for k, v in by_task.items()))
+    if entry.get("at_token_limit"):
+        meta.append("cut at token limit")
     if entry.get("refusal_marker"):
         meta.append(f"persona-break phrase: {entry['refusal_marker']}")
     rationales = [f"{judge} · {task}: {text}" for judge, by_task in (entry.get("rationales") or {}).items()

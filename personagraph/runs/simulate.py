@@ -16,8 +16,8 @@ transcript entry::
     {index: int (1-based; a user message and the agent's reply share it), role: "user"|"assistant",
      text: str, status: "ok"|"failed"|"empty", error: str|None, level: 1|2|3|None (adversarial),
      stop: bool (user: ended the conversation), refusal_marker: str|None (assistant: persona-break phrase),
-     scores: {judge: {task: int|None}} (assistant), rationales: {judge: {task: str}} (assistant),
-     session_id: str}
+     at_token_limit: bool (assistant: the reply used its whole max_tokens), scores: {judge: {task:
+     int|None}} (assistant), rationales: {judge: {task: str}} (assistant), session_id: str}
 
 ``session`` (id = session id, unit = session id), rewritten after every turn (``status="running"``) and
 at the end (``status="finished"``)::
@@ -31,7 +31,7 @@ at the end (``status="finished"``)::
      score, 1–5), contradictions: [{judge, earlier_turn, later_turn, description}], n_contradictions:
      float|None (mean count over judges that answered), task_means: {task: float}, mean_score:
      float|None, turn_means: [{turn, score}], drift_slope, drift_by_task: {task: float|None},
-     breaks: [{turn, level, source, marker}], agent_turns, failed_turns}}
+     breaks: [{turn, level, source, marker}], agent_turns, failed_turns, turns_at_token_limit}}
 
 ``summary.json``: ``{kind: "simulate", sessions: [per-session numbers], overall: {...}, judges,
 skipped_judges, llm_calls, cache_hits, wall_time_s, roles, tokens, run_dir}`` (see :func:`build_summary`).
@@ -202,6 +202,7 @@ def session_numbers(record: dict[str, Any]) -> dict[str, Any]:
         "status": record["status"],
         "agent_turns": verdict["agent_turns"],
         "failed_turns": verdict["failed_turns"],
+        "turns_at_token_limit": verdict.get("turns_at_token_limit", 0),  # 0 for sessions older than the count
         "stop_reason": record["stop_reason"],
         "mean_score": verdict["mean_score"],
         "task_means": verdict["task_means"],
@@ -225,7 +226,8 @@ class SimulateSummary(Summary):
 def build_summary(store: RunStore, session_ids: list[str] | None = None) -> SimulateSummary:
     """Per-session and overall numbers from the store's ``session`` records (optionally some sessions).
 
-    ``overall``: sessions, finished, agent_turns, failed_turns, mean_score and task_means (means of the
+    ``overall``: sessions, finished, agent_turns, failed_turns, turns_at_token_limit (agent replies that used
+    their whole max_tokens, judged as they stand), mean_score and task_means (means of the
     session means), drift_slope_mean, consistency_mean, contradictions_mean, break_rate (share of
     finished sessions with a break), breaks_by_level, first_break_turn_mean, stop_reasons.
     """
@@ -256,6 +258,7 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
         "finished": len(finished),
         "agent_turns": sum(s["agent_turns"] for s in sessions),
         "failed_turns": sum(s["failed_turns"] for s in sessions),
+        "turns_at_token_limit": sum(s["turns_at_token_limit"] for s in sessions),
         "mean_score": mean_of("mean_score", sessions),
         "task_means": {
             t: round(float(np.mean(v)), 4)

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from personagraph.cli import app
+from personagraph.models.testing import register_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PERSONA = "A 70-year-old retired cowboy from Texas"
@@ -265,6 +266,22 @@ def test_chat_then_judge_session(run_dir, tmp_path):
 
     refused = invoke("judge-session", str(transcript), "--judge", "test:cli-agent", "--run-dir", str(judged))
     assert refused.exit_code == 2 and "also the agent's model" in refused.output
+
+
+def test_a_reply_cut_at_the_token_limit_is_said_in_chat_and_under_the_sessions_table(run_dir, tmp_path):
+    register_script("cli-long-winded", lambda messages, schema: "I rode the range for forty years " * 10)
+    chatted = invoke("chat", "--persona", PERSONA, "--model", "test:cli-long-winded", "--max-tokens", "16",
+                     "--run-dir", str(run_dir), input="Howdy!\n/quit\n")
+    assert chatted.exit_code == 0, chatted.output
+    assert "(cut off at the 16-token limit: --max-tokens raises it)" in chatted.output
+    transcript = next((run_dir / "transcripts").glob("chat-*.jsonl"))
+    judged = invoke("judge-session", str(transcript), "--judge", "test:cli-judge", "--run-dir",
+                    str(tmp_path / "judged"))
+    assert judged.exit_code == 0, judged.output
+    assert "1 of 1 agent turns cut at the token limit" in judged.output
+    whole = invoke("chat", "--persona", PERSONA, "--model", "test:cli-agent", "--run-dir",
+                   str(tmp_path / "whole"), input="Howdy!\n/quit\n")
+    assert whole.exit_code == 0 and "cut off" not in whole.output
 
 
 def test_chat_ends_at_end_of_input(run_dir):

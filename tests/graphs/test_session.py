@@ -138,6 +138,17 @@ async def test_empty_agent_turn_is_recorded_not_judged(run_dir):
     assert "(empty: empty reply)" in (run_dir / "transcripts" / f"{record['id']}.md").read_text()
 
 
+async def test_a_reply_cut_at_the_token_limit_is_marked_and_counted(run_dir):
+    register_script("s-agent-long-2", lambda m, s: "I rode the range for forty years " * 10
+                    if sum(x["role"] == "user" for x in m) == 2 else "Howdy.")
+    summary = await simulate(config(model="test:s-agent-long-2", turns=3, max_agent_tokens=16), run_dir)
+    record = session(run_dir)
+    assert [e["at_token_limit"] for e in agent_turns(record)] == [False, True, False]
+    assert agent_turns(record)[1]["scores"]  # judged as it stands
+    assert summary.sessions[0]["turns_at_token_limit"] == 1 and summary.overall["turns_at_token_limit"] == 1
+    assert "_(cut off at the token limit)_" in (run_dir / "transcripts" / f"{record['id']}.md").read_text()
+
+
 async def test_failed_or_raising_agent_turn_is_recorded(run_dir):
     class Raises:
         name = "raiser"

@@ -55,6 +55,14 @@ def test_adversarial_sessions_show_levels(session_run: Path, tmp_path: Path) -> 
     assert page.count("break at turn") >= 1  # hover text of the break markers
 
 
+def test_a_session_turn_cut_at_the_token_limit_is_marked_in_the_report(session_run: Path) -> None:
+    run = load_run(session_run)
+    assert "cut at token limit" not in build_report([run])
+    turn = next(t for t in run.records["session"][0]["turns"] if t["role"] == "assistant")
+    turn["at_token_limit"] = True
+    assert build_report([run]).count("cut at token limit") == 1
+
+
 def test_memory_report(memory_run: Path) -> None:
     run = load_run(memory_run)
     page = build_report([run])
