@@ -51,8 +51,9 @@ SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary 
 # faster with 4). A fifth slot (no question call waits) was not faster in four replays at load 1.7-2.9,
 # beside another job, nor clearly on the machine alone (`--slots 5,4 --repeats 4`, load 1.2-2.0, 2026-12-03):
 # 5 minus 4 per replay -1.0, -1.4, -16.6, -4.2 s, mean -5.8 [-17.5, +5.9]; the judge wave alike (44.7-48.9 s
-# against 40.9-47.5 s), the question waves' spread following how many tokens were sampled. 4096 tokens per slot (the old single context) fits the longest judge prompt plus its
-# reply; KV costs ~115 MB a slot for the 1.5B model.
+# against 40.9-47.5 s), the question waves' spread following how many tokens were sampled.
+# 4096 tokens per slot (the old single context) fits the longest judge prompt plus its reply; KV costs
+# ~115 MB a slot for the 1.5B model.
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # Measured on this project's 2-core KVM Xeon with AMX (load average 6-16, shared; llama.cpp of
