@@ -47,7 +47,7 @@ from personagraph.judges.features import BASELINES, Text  # noqa: E402
 from personagraph.judges.features import compute as compute_features  # noqa: E402
 from personagraph.judges.judge import score_response  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
-from personagraph.judges.protocols import EVIDENCE_FILE, get_protocol  # noqa: E402
+from personagraph.judges.protocols import EVIDENCE_FILE, fitted_gates, get_protocol  # noqa: E402
 from personagraph.judges.stats import Estimate, bootstrap_ci, spearman, spearman_difference  # noqa: E402
 from personagraph.likelihood import precision, scoring_model  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
@@ -339,7 +339,8 @@ def main() -> None:
         path = PACKAGE / EVIDENCE_FILE
         header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
                          if line.startswith("#"))
-        body = {"version": 1, "models": {"Persona Consistency": entry}, "grounding": grounding}
+        body = {"version": 1, "gates": fitted_gates(),  # how the gates are read is kept as it was
+                "models": {"Persona Consistency": entry}, "grounding": grounding}
         path.write_text(header + yaml.safe_dump(body, sort_keys=False, width=100), encoding="utf-8")
         print(f"wrote {path}")
 

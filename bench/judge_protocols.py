@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -61,7 +61,15 @@ from personagraph.judges.features import BASELINES, Text  # noqa: E402
 from personagraph.judges.features import compute as compute_features  # noqa: E402
 from personagraph.judges.judge import exemplar_text, score_response, write_exemplars  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
-from personagraph.judges.protocols import PROTOCOLS, asked_checks, gate_share, get_protocol  # noqa: E402
+from personagraph.judges.protocols import (  # noqa: E402
+    PROTOCOLS,
+    GateReading,
+    asked_checks,
+    fitted_gate_share,
+    fitted_gates,
+    get_protocol,
+)
+from personagraph.judges.stats import spearman_difference  # noqa: E402
 from personagraph.judges.validity import variant_stats  # noqa: E402
 from personagraph.models import ModelClient, ModelSettings  # noqa: E402
 from personagraph.models.engine import engine_for  # noqa: E402
@@ -149,17 +157,23 @@ def usr_rows(rows: list[dict[str, Any]], protocols: list[str], usr: list[MetaIte
             if failed or any(mine[i]["inputs"].get(n) is None for i in ids for n in CANDIDATES[CHOSEN]):
                 continue
             x = np.array([[mine[i]["inputs"][n] for n in CANDIDATES[CHOSEN]] for i in ids])
-            pred = cross_validate(x, target(knowledge, overall), groups, 1.0, 1, args.seed)[0]
-            # times the gates, as the protocol scores: a reply the judge takes for an AI disclosure sinks
+            share = cross_validate(x, target(knowledge, overall), groups, 1.0, 1, args.seed)[0]
+            # times what the gates leave, as the protocol scores: a reply taken for an AI disclosure sinks
             rubric = CriterionCatalogue().resolve(usr[0].criterion).rubric
             gates = [c for c in asked_checks(PROTOCOLS[protocol], rubric) if c.gate]
             if any(mine[i]["inputs"].get(f"check:{g.name}") is None for i in ids for g in gates):
                 continue
-            pred = pred * np.array([gate_share(gates, [mine[i]["inputs"][f"check:{g.name}"] for g in gates])
-                                    for i in ids])
-            out.append({"row": "evidence (CV by context)", "knowledge": rho_ci(pred, knowledge, args.seed),
-                        "overall": rho_ci(pred, overall, args.seed), "failed": failed, "protocol": protocol,
-                        "kind": "expected", "values": pred, "keep": list(range(len(ids)))})
+            good = [[mine[i]["inputs"][f"check:{g.name}"] for g in gates] for i in ids]
+            packaged = fitted_gates()  # its row first: the protocol as it scores; the other reading beside it
+            for reading in (packaged, *(r for r in get_args(GateReading) if r != packaged)):
+                pred = share * np.array([fitted_gate_share(gates, g, reading) for g in good])
+                row = {"knowledge": rho_ci(pred, knowledge, args.seed),
+                       "overall": rho_ci(pred, overall, args.seed),
+                       "failed": failed, "kind": "expected", "values": pred, "keep": list(range(len(ids)))}
+                if reading == packaged:
+                    out.append({"row": "evidence (CV by context)", "protocol": protocol, **row})
+                else:
+                    out.append({"row": f"evidence, gates: {reading}", "variant_of": protocol, **row})
             continue
         for kind, field in (("expected", "expected"), ("integer", "score")):
             keep = [k for k, i in enumerate(ids) if i in mine and mine[i][field] is not None]
@@ -274,11 +288,17 @@ def main() -> None:
     print(f"\nUSR ({len(usr)} replies): Spearman ρ with the mean rating [95% bootstrap CI]")
     print(f"{'row':32} {'Uses Knowledge':>24} {'Overall':>24} {'failed':>6} {'s/verdict':>9}")
     for r in graded:
-        s = per_verdict.get(r.get("protocol", ""), float("nan"))
+        s = per_verdict.get(r.get("protocol", r.get("variant_of", "")), float("nan"))
         print(f"{r['row']:32} {_ci(r['knowledge']):>24} {_ci(r['overall']):>24} {r['failed']:6d} {s:9.1f}")
     print("\nagainst the best baseline (paired bootstrap of the ρ difference over the same replies):")
     for line in against_best_baseline(graded, usr_columns, knowledge, overall, args.seed):
         print(line)
+    for variant in (r for r in graded if "variant_of" in r):  # the same calls read another way
+        scored = next(r for r in graded if r.get("protocol") == variant["variant_of"])
+        for rating, human in (("Uses Knowledge", knowledge), ("Overall", overall)):
+            d = spearman_difference(scored["values"], variant["values"], human, seed=args.seed)
+            print(f"{scored['row']:32} − {variant['row']} on {rating}: {d.value:+.3f} "
+                  f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}] (paired, the same calls)")
     print(f"\npersona_swap ({len(pairs)} pairs): pairwise accuracy [95% CI], ROC AUC")
     for r in swapped:
         acc = r["pairwise"]

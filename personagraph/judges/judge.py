@@ -25,7 +25,7 @@ from personagraph.judges.protocols import (
     evidence_model,
     expected_score,
     fence,
-    gate_share,
+    fitted_gate_share,
     get_protocol,
     grounding_model,
     persona_facts,
@@ -216,17 +216,18 @@ def _weigh(
     values: dict[str, float], scale: tuple[int, int],
 ) -> tuple[int, float | None, dict[str, float]]:
     """The ``evidence`` score: the fitted model over the checks' P(good) and the text features' ``values``,
-    times the gates. The integer score reads the stated answers (1/0) where the expected one reads
-    probabilities; without log-probabilities only the integer score exists. Returns both and the inputs
-    read."""
+    times what the gates leave of it (:func:`fitted_gate_share`). The integer score reads the stated answers
+    (1/0) where the expected one reads probabilities; without log-probabilities only the integer score
+    exists. Returns both and the inputs read."""
     low, high = scale
     stated = stated_good(checks, answers)
     read = {**values, **check_probabilities(checks, stated)}
-    integer = low + round((high - low) * model.share(read) * gate_share(checks, stated))
+    integer = low + round((high - low) * model.share(read) * fitted_gate_share(checks, stated))
     if any(p is None for p in good):
         return integer, None, read
     inputs = {**values, **check_probabilities(checks, good)}
-    expected = low + (high - low) * model.share(inputs) * gate_share(checks, good)  # type: ignore[arg-type]
+    gates = fitted_gate_share(checks, good)  # type: ignore[arg-type]
+    expected = low + (high - low) * model.share(inputs) * gates
     return integer, expected, inputs  # type: ignore[return-value]
 
 

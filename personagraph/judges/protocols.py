@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -45,6 +45,7 @@ from personagraph.schemas import JudgeReply
 TOP_LOGPROBS = 10  # alternatives per token: enough to hold every score of a 1–5 or 1–9 scale
 ReplyKind = Literal["rationale", "score", "checklist"]
 EVIDENCE_FILE = "judges/evidence.yaml"
+GateReading = Literal["probability", "decision"]  # how a fitted model's gates are read (fitted_gate_share)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ PROTOCOLS: dict[str, Protocol] = {
 # (AMD EPYC, fresh calls, thirteenth stop); with the likelihood features read from the 1.5B (in bf16,
 # likelihood.PACKAGED_LM, fourteenth stop): CV 0.802 / 0.619, as scored 0.786 / 0.610 (fresh calls).
 # Attitude words left out of the stem count (features.knowledge_stems, sixteenth stop): CV 0.810 / 0.626,
-# as scored 0.790 / 0.616 (Xeon with AMX, fresh calls).
+# as scored 0.790 / 0.616 (Xeon with AMX, fresh calls). The gate read as a decision (fitted_gate_share,
+# twenty-fourth stop): as scored 0.801 / 0.625 against 0.793 / 0.616 on the same calls (AMD EPYC).
 # Beside it the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
 # 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
 # judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
@@ -455,3 +457,32 @@ def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
     to 0.57: the 1.5B's P(no disclosure) also falls for a reply that does not fit the persona, which
     is signal the rubrics without fitted weights rely on."""
     return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
+
+
+@lru_cache(maxsize=1)
+def fitted_gates() -> GateReading:
+    """How the gates scale a fitted model's score (``gates`` in judges/evidence.yaml): ``probability``,
+    Π P(good) as the checklist rule does, or ``decision``, Π min(1, 2·P(good))
+    (:func:`fitted_gate_share`)."""
+    reading = (read_yaml(EVIDENCE_FILE) or {}).get("gates", "probability")
+    if reading not in get_args(GateReading):
+        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: gates: {reading!r}; expected one of "
+                                f"{', '.join(get_args(GateReading))}")
+    return reading
+
+
+def fitted_gate_share(checks: Sequence[Check], good: Sequence[float],
+                      reading: GateReading | None = None) -> float:
+    """What the gates leave of a fitted model's score. Read as the judge's decision (``gates: decision``):
+    the score is left whole while the judge holds the good answer the likelier (P(good) ≥ 0.5) and falls
+    to the minimum with P(good) below it, Π min(1, 2·P(good)); a stated answer (1 or 0) reads as before.
+
+    Why not Π P(good) as the checklist rule (:func:`gate_share`): the fitted model was fitted on replies
+    none of which discloses an AI, and its share is already the score; the 1.5B's P(no disclosure) on
+    such replies lies between 0.57 and 0.75, and multiplied into the share it only adds noise
+    (bench/judge_protocols.py before and after: docs/benchmarks.md). The rubrics without a fitted model
+    keep the plain probability, whose fall for a reply that does not fit the persona is signal they rely
+    on. ``reading``: the packaged one (:func:`fitted_gates`) unless given (the bench prints both)."""
+    if (reading or fitted_gates()) == "probability":
+        return gate_share(checks, good)
+    return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)

@@ -340,6 +340,47 @@ def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> 
             evidence_model(load_rubric("persona_consistency"))
 
 
+def test_a_fitted_models_gates_read_as_the_judges_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = [Check(question="which fact?", answer="fact"), Check(question="an AI?", good="no", gate=True)]
+    share = protocols_module.fitted_gate_share
+    with _reading(monkeypatch, {"gates": "decision"}, protocols_module.fitted_gates):
+        # Whole while "no disclosure" is the likelier answer: the 1.5B's 0.57-0.75 on plain replies is noise.
+        assert [share(checks, [0.2, p]) for p in (1.0, 0.75, 0.5)] == [1.0, 1.0, 1.0]
+        # Below it the score falls to the minimum; the fact check is no gate and is not read here.
+        assert share(checks, [0.9, 0.3]) == pytest.approx(0.6) and share(checks, [0.9, 0.0]) == 0.0
+    with _reading(monkeypatch, {"gates": "probability"}, protocols_module.fitted_gates):
+        assert share(checks, [0.2, 0.75]) == pytest.approx(0.75)  # as the checklist rule reads them
+    with _reading(monkeypatch, {}, protocols_module.fitted_gates):
+        assert protocols_module.fitted_gates() == "probability"  # a file written before the key
+    with _reading(monkeypatch, {"gates": "vote"}, protocols_module.fitted_gates):
+        with pytest.raises(PersonagraphError, match="evidence.yaml: gates: 'vote'; expected one of"):
+            protocols_module.fitted_gates()
+
+
+def test_the_packaged_fitted_model_reads_its_gates_as_a_decision() -> None:
+    # The packaged choice (docs/benchmarks.md: multiplied in, the gate cost the USR dev figures).
+    assert protocols_module.fitted_gates() == "decision"
+
+
+async def test_a_disclosure_still_sinks_a_fitted_score_and_a_plain_reply_keeps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    rubric = load_rubric("persona_consistency")
+    persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
+    with _reading(monkeypatch, {"gates": "decision"}, protocols_module.fitted_gates):
+        plain = await score_response(ModelClient.create("test:checks-good", "judge"), rubric,
+                                     persona=persona, question="Job?", response=response, protocol="evidence")
+        gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
+                                     persona=persona, question="Job?", response=response, protocol="evidence")
+    assert plain.inputs["check:in_character"] >= 0.5
+    assert plain.expected == pytest.approx(1 + 4 * WEIGHED.share(plain.inputs))  # the share, whole
+    assert gated.inputs["check:in_character"] < 0.5 and gated.score == 1
+    assert gated.expected == pytest.approx(1 + 4 * WEIGHED.share(gated.inputs)
+                                           * 2 * gated.inputs["check:in_character"])
+
+
 def test_checks_read_from_the_text_are_weighed_beside_the_asked_ones() -> None:
     checks = [Check(question="which fact?", answer="fact", weight=2),
               Check(question="an AI?", good="no", gate=True)]
