@@ -26,6 +26,7 @@ from personagraph.judges.protocols import (
     expected_score,
     fence,
     fitted_gate_share,
+    fitted_gates,
     get_protocol,
     grounding_model,
     persona_facts,
@@ -55,6 +56,7 @@ def ready_protocol(name: str | None, judge: str) -> Protocol:
     judged, not a failure at the first verdict."""
     protocol = get_protocol(name, judge)
     if protocol.weighed:
+        fitted_gates()  # a broken evidence.yaml says so in one line before anything is judged
         require_features(evidence_features())
         prepare_features(evidence_features())  # the model loads while the run's first stages work
     return protocol

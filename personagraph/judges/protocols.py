@@ -455,7 +455,8 @@ def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
     figures by 0.008 / 0.006 (no reply there discloses anything; P(no) 0.57–0.75 is noise) but lowered
     ``bench/rubric_dev``'s probability-weighted swap AUC from 0.80 to 0.73 and disclosure AUC from 0.68
     to 0.57: the 1.5B's P(no disclosure) also falls for a reply that does not fit the persona, which
-    is signal the rubrics without fitted weights rely on."""
+    is signal the rubrics without fitted weights rely on. A fitted model reads its gates by
+    :func:`fitted_gate_share` (as a decision since 2026-12-04)."""
     return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
 
 
@@ -474,12 +475,14 @@ def fitted_gates() -> GateReading:
 def fitted_gate_share(checks: Sequence[Check], good: Sequence[float],
                       reading: GateReading | None = None) -> float:
     """What the gates leave of a fitted model's score. Read as the judge's decision (``gates: decision``):
-    the score is left whole while the judge holds the good answer the likelier (P(good) ≥ 0.5) and falls
-    to the minimum with P(good) below it, Π min(1, 2·P(good)); a stated answer (1 or 0) reads as before.
+    the score is left whole while the judge holds the good answer the likelier (P(good) ≥ 0.5), and below
+    that falls with it to the minimum at P(good) 0: Π min(1, 2·P(good)); a stated answer (1 or 0) reads as
+    before.
 
     Why not Π P(good) as the checklist rule (:func:`gate_share`): the fitted model was fitted on replies
     none of which discloses an AI, and its share is already the score; the 1.5B's P(no disclosure) on
-    such replies lies between 0.57 and 0.75, and multiplied into the share it only adds noise
+    such replies lies between 0.57 and 0.76 (0.58-0.66 on replies opening "As an AI language model"),
+    and multiplied into the share it only adds noise
     (bench/judge_protocols.py before and after: docs/benchmarks.md). The rubrics without a fitted model
     keep the plain probability, whose fall for a reply that does not fit the persona is signal they rely
     on. ``reading``: the packaged one (:func:`fitted_gates`) unless given (the bench prints both)."""

@@ -357,6 +357,15 @@ def test_a_fitted_models_gates_read_as_the_judges_decision(monkeypatch: pytest.M
             protocols_module.fitted_gates()
 
 
+def test_a_broken_gates_reading_stops_an_evidence_run_before_it_judges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _reading(monkeypatch, {"gates": "vote"}, protocols_module.fitted_gates):
+        with pytest.raises(PersonagraphError, match="evidence.yaml: gates: 'vote'"):
+            judge_module.ready_protocol("evidence", "local:qwen2.5-coder-1.5b")
+        assert judge_module.ready_protocol("rationale", "local:qwen2.5-coder-1.5b").name == "rationale"
+
+
 def test_the_packaged_fitted_model_reads_its_gates_as_a_decision() -> None:
     # The packaged choice (docs/benchmarks.md: multiplied in, the gate cost the USR dev figures).
     assert protocols_module.fitted_gates() == "decision"
