@@ -482,10 +482,10 @@ def fitted_gate_share(checks: Sequence[Check], good: Sequence[float],
     Why not Π P(good) as the checklist rule (:func:`gate_share`): the fitted model was fitted on replies
     none of which discloses an AI, and its share is already the score; the 1.5B's P(no disclosure) on
     such replies lies between 0.57 and 0.76 (0.58-0.66 on replies opening "As an AI language model"),
-    and multiplied into the share it only adds noise
-    (bench/judge_protocols.py before and after: docs/benchmarks.md). The rubrics without a fitted model
-    keep the plain probability, whose fall for a reply that does not fit the persona is signal they rely
-    on. ``reading``: the packaged one (:func:`fitted_gates`) unless given (the bench prints both)."""
+    and multiplied into the share it only adds noise (bench/judge_protocols.py prints both readings:
+    docs/benchmarks.md). The rubrics without a fitted model keep the plain probability, whose fall for a
+    reply that does not fit the persona is signal they rely on. ``reading``: the packaged one
+    (:func:`fitted_gates`) unless given."""
     if (reading or fitted_gates()) == "probability":
         return gate_share(checks, good)
     return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)
