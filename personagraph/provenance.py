@@ -10,7 +10,7 @@ view`` and checked by ``personagraph compare``, which warns when two runs differ
   resumed after a file changed holds both hashes, ``old+new``.
 - ``weights``: the sha256 of each embedded model the config names (``local:<name>``), the hash its
   weights are verified against before use, and of each one the process scored text with
-  (``likelihood:<name>@<precision>``: the ``evidence`` judge's features), recorded as the run ends.
+  (``likelihood:<name>``: the ``evidence`` judge's features), recorded as the run ends.
 """
 
 from __future__ import annotations
@@ -85,12 +85,11 @@ def weight_hashes(config: Any) -> dict[str, str]:
 
 
 def scoring_weight_hashes() -> dict[str, str]:
-    """``likelihood:<name>@<precision>`` → sha256 of the weights of every embedded model this process scored
-    text with (the ``evidence`` judge's likelihood features: a run's scores depend on them whatever its
-    judge, and slightly on the precision its CPU computes in); the deterministic test scorer has no
-    weights and is recorded as such."""
+    """``likelihood:<name>`` → sha256 of the weights of every embedded model this process scored text with
+    (the ``evidence`` judge's likelihood features: a run's scores depend on them); the deterministic test
+    scorer has no weights and is recorded as such."""
     return {f"likelihood:{scorer}": "deterministic, no weights" if scorer == TEST_LM
-            else LOCAL_MODELS[scorer.split("@")[0]].sha256 for scorer in scored_models()}
+            else LOCAL_MODELS[scorer].sha256 for scorer in scored_models()}
 
 
 def _strings(value: Any) -> Iterable[str]:

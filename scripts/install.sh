@@ -22,9 +22,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # The engine of the embedded models (skipped when the installed build is current).
 bash scripts/build_llama_server.sh .venv
 
-# The evidence judge's likelihood features run the 1.5B with torch: its GGUF converted once (~2 min),
-# and the conversions an earlier version wrote (2.5 GB for the 0.5B in fp32) removed.
-.venv/bin/python -c "from personagraph.likelihood import model_folder, remove_stale_conversions as prune; model_folder(); prune()"
+# Conversions of the embedded models to safetensors that earlier versions wrote (3.4 GB) are not read.
+rm -rf "${PERSONAGRAPH_CACHE_DIR:-$HOME/.cache/personagraph}/likelihood"
 
 # METEOR needs WordNet, which is not on PyPI: Debian's packages, copied where nltk looks.
 bash scripts/install_wordnet.sh

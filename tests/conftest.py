@@ -25,7 +25,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _likelihood_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests of the real embedded models score likelihoods with the packaged 0.5B."""
+    """Tests of the real embedded models score likelihoods with the packaged 1.5B on its engine."""
     if "embedded" in request.keywords:
         from personagraph.likelihood import MODEL_ENV, PACKAGED_LM
 

@@ -65,13 +65,11 @@ def test_weights_of_every_embedded_model_named_in_the_config():
 
 
 def test_the_weights_of_a_model_the_process_scored_text_with_are_recorded(monkeypatch):
-    """The evidence judge's likelihood features run an embedded model whatever the judge: its weights, and
-    the precision it computed in, are part of what the scores depend on."""
-    scorers = ["qwen2.5-coder-1.5b@bf16", "qwen2.5-coder-1.5b@fp32"]
-    monkeypatch.setattr(provenance, "scored_models", lambda: scorers)
+    """The evidence judge's likelihood features read an embedded model: its weights are part of what the
+    scores depend on."""
+    monkeypatch.setattr(provenance, "scored_models", lambda: ["qwen2.5-coder-1.5b"])
     sha = LOCAL_MODELS["qwen2.5-coder-1.5b"].sha256
-    assert provenance.scoring_weight_hashes() == {"likelihood:qwen2.5-coder-1.5b@bf16": sha,
-                                                  "likelihood:qwen2.5-coder-1.5b@fp32": sha}
+    assert provenance.scoring_weight_hashes() == {"likelihood:qwen2.5-coder-1.5b": sha}
     monkeypatch.setattr(provenance, "scored_models", lambda: ["test"])
     assert provenance.scoring_weight_hashes() == {"likelihood:test": "deterministic, no weights"}
     monkeypatch.setattr(provenance, "scored_models", lambda: [])

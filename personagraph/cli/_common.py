@@ -23,7 +23,7 @@ from typer.core import TyperArgument
 from typer.models import ArgumentInfo, OptionInfo
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.protocols import DEFAULT_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
+from personagraph.judges.protocols import API_PROTOCOL, EMBEDDED_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
 from personagraph.models import ModelSettings
 from personagraph.models.retry import set_wait_notice
 from personagraph.redact import redact_text
@@ -165,8 +165,9 @@ RETRY_PERMANENT_OPTION = typer.Option(
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",
-    help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {DEFAULT_PROTOCOL} "
-    f"for model judges (local:, openai:), {SCRIPTED_PROTOCOL} for test: scripts.",
+    help=f"How judges are asked (judges/protocols.py): {', '.join(PROTOCOLS)}. Default: {API_PROTOCOL} for "
+    f"openai: judges (their own reading of the rubric), {EMBEDDED_PROTOCOL} for the embedded local: judges, "
+    f"{SCRIPTED_PROTOCOL} for test: scripts.",
 )
 
 

@@ -23,6 +23,7 @@ meet) for the features, while ``word_overlap`` stays the plain keyword counter.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -235,12 +236,12 @@ def _likelihood_prompts(t: Text) -> tuple[str, str, str]:
             f"{responder}:")
 
 
-def _log_likelihoods(texts: Sequence[Text]) -> list[tuple[float, float, float]]:
+async def _log_likelihoods(texts: Sequence[Text]) -> list[tuple[float, float, float]]:
     """Per text, the response's summed log-likelihood after each prefix of :func:`_likelihood_prompts`."""
-    from personagraph.likelihood import continuation_logprobs  # torch: only when the feature is computed
+    from personagraph.likelihood import continuation_logprobs  # the engine: only when the feature is computed
 
     pairs = [(prefix, f" {t.response.strip()}") for t in texts for prefix in _likelihood_prompts(t)]
-    sums = [float(v.sum()) for v in continuation_logprobs(pairs)]
+    sums = [float(v.sum()) for v in await continuation_logprobs(pairs)]
     return [(sums[i], sums[i + 1], sums[i + 2]) for i in range(0, len(sums), 3)]
 
 
@@ -289,12 +290,26 @@ def prepare(names: Iterable[str]) -> None:
 
 
 def compute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, list[float]]:
-    """The named features of every text, in order."""
+    """The named text and embedding features of every text, in order (the likelihood features, which ask
+    the engine, are :func:`acompute`'s)."""
+    unknown = [n for n in names if n not in FEATURES or n in LIKELIHOOD]
+    if unknown:
+        kind = "a likelihood feature (acompute)" if unknown[0] in LIKELIHOOD else "unknown text feature"
+        raise KeyError(f"{kind} {unknown[0]!r} (known: {', '.join(FEATURES)})")
+    vectors = _vectors([n for n in names if n in EMBEDDED], texts)  # one batch for all embedding features
+    return {name: (_max_cosines(name, texts, vectors) if name in EMBEDDED
+                   else [PER_TEXT[name](t) for t in texts]) for name in names}
+
+
+async def acompute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, list[float]]:
+    """Every named feature of every text, in order: the text and embedding ones off the event loop, the
+    likelihood ones from the embedded model's engine."""
     unknown = [n for n in names if n not in FEATURES]
     if unknown:
         raise KeyError(f"unknown text feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
-    vectors = _vectors([n for n in names if n in EMBEDDED], texts)  # one batch for all embedding features
-    likelihoods = _log_likelihoods(texts) if any(n in LIKELIHOOD for n in names) else []
-    return {name: (_max_cosines(name, texts, vectors) if name in EMBEDDED
-                   else [LIKELIHOOD[name](lp) for lp in likelihoods] if name in LIKELIHOOD
-                   else [PER_TEXT[name](t) for t in texts]) for name in names}
+    local = [n for n in names if n not in LIKELIHOOD]
+    values = await asyncio.to_thread(compute, local, texts) if local else {}
+    if len(local) < len(names):
+        likelihoods = await _log_likelihoods(texts)
+        values.update({n: [LIKELIHOOD[n](lp) for lp in likelihoods] for n in names if n in LIKELIHOOD})
+    return {name: values[name] for name in names}

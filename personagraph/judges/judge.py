@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from personagraph.judges.features import Text
-from personagraph.judges.features import compute as compute_features
+from personagraph.errors import PersonagraphError
+from personagraph.judges.features import Text, acompute
 from personagraph.judges.features import prepare as prepare_features
 from personagraph.judges.features import require as require_features
 from personagraph.judges.judge_instructions import detect_judge_instruction
@@ -52,13 +51,13 @@ from personagraph.schemas import (
 
 def ready_protocol(name: str | None, judge: str) -> Protocol:
     """:func:`get_protocol`, checked to run here: a weighed protocol's fitted models may read the
-    likelihood features, which need the embedded 1.5B's weights — one line saying so before anything is
-    judged, not a failure at the first verdict."""
+    likelihood features, which need the embedded 1.5B — one line saying so before anything is judged, not
+    a failure at the first verdict."""
     protocol = get_protocol(name, judge)
     if protocol.weighed:
         fitted_gates()  # a broken evidence.yaml says so in one line before anything is judged
         require_features(evidence_features())
-        prepare_features(evidence_features())  # the model loads while the run's first stages work
+        prepare_features(evidence_features())  # the engine loads while the run's first stages work
     return protocol
 
 
@@ -171,7 +170,10 @@ async def _read_judge(
             return Scored("failed", None, "", reply.raw, reply.error)
         answers = reply.value.model_dump()
         text = Text(persona=persona or "", question=question or "", response=response)
-        read = await _read_text_checks(text_checks(protocol, rubric), text)
+        try:
+            read = await _read_text_checks(text_checks(protocol, rubric), text)
+        except PersonagraphError as exc:
+            return Scored("failed", None, "", reply.raw, f"text features: {exc}")
         score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts, read)
         rationale = "; ".join(
             f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
@@ -181,7 +183,10 @@ async def _read_judge(
         inputs: dict[str, float | None] = dict(check_probabilities([*checks, *(c for c, _ in read)], good))
         model = evidence_model(rubric) if protocol.weighed else None
         if model is not None:
-            values = await _features(model, text)
+            try:
+                values = await _features(model, text)
+            except PersonagraphError as exc:  # the engine could not score the text: a failed verdict
+                return Scored("failed", None, "", reply.raw, f"likelihood features: {exc}")
             score, expected, weighed = _weigh(model, checks, answers, good, values, rubric.scale)
             rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
             inputs.update(weighed)
@@ -197,10 +202,8 @@ async def _read_judge(
 
 
 async def _features(model: EvidenceModel, text: Text) -> dict[str, float]:
-    """The text features ``model`` reads, computed off the event loop. After the judge's call, not beside
-    it: on 2 cores torch's threads beside llama.cpp's stalled the quick run's other judge calls (its
-    verdicts ended ~10 s later with the same tokens)."""
-    features = await asyncio.to_thread(compute_features, model.features, [text])
+    """The text features ``model`` reads (the likelihood ones from the embedded model's engine)."""
+    features = await acompute(model.features, [text])
     return {name: column[0] for name, column in features.items()}
 
 

@@ -69,14 +69,10 @@ class Protocol:
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
 
-# Exemplars: "rationale" is PersonaGym's judge, which reads the generated example answers per score.
-# "score", "facts" and "checklist" were chosen and measured on the persona-swap dev set without them
-# (bench/judge_protocols.py has none to give), so they are judged as measured: the score and facts prompts
-# get "(no examples available …)", the checklist prompt has no examples section, and an eval whose judges
-# all use them writes no exemplars. With the embedded
-# 1.5B as writer the exemplars were also poor anchors (the quick run: the same sentence for scores 2-5,
-# "As an AI, I don't have personal experiences." for all five), and they were the quick run's largest
-# cost: ~1,000 of its ~1,400 generated tokens on the 1.5B and ~1,300 tokens more in the judges' prompts.
+# Exemplars: "rationale" is PersonaGym's judge, which reads the generated example answers per score. The
+# other protocols are judged without them (the score and facts prompts say "no examples available", the
+# checklist prompt has no examples section), so an eval whose judges all use them writes no exemplars:
+# with the embedded 1.5B as writer they were poor anchors and the quick run's largest cost.
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
@@ -93,35 +89,20 @@ PROTOCOLS: dict[str, Protocol] = {
                  exemplars=False, weighed=True),
     )
 }
-# How model judges (local: and openai:) are asked when no protocol is named. Until 2026-12-01 embedded
-# judges used "checklist", chosen by bench/judge_protocols.py on the persona-swap dev set (100 pairs of
-# real PersonaChat replies; the 1.5B through llama-server, 2 verdicts in flight, 2-core KVM Xeon with AMX
-# shared with other work, load 2-5). Probability-weighted pairwise accuracy: "rationale" 0.50 (issue 14,
-# 11 pairs), "facts" 0.820 [0.740, 0.890] at 14.3 s/verdict, "checklist" (its Persona Consistency list
-# leads with "which persona fact does the response show, 0 for none") 0.910 [0.840, 0.960], AUC 0.788, at
-# 20.2 s/verdict; a planted "give it the highest score" raised 0 of 100 (instruction rule). API judges used
-# "rationale", never measured.
-# Since 2026-12-01 "evidence" for both: on the graded USR development files (150 replies, contexts held
-# out in 5-fold CV, bench/fit_evidence.py) its fitted score, with the 0.5B's likelihood features, ranks
-# replies at Spearman 0.800 with Uses Knowledge and 0.588 with Overall (0.779 / 0.569 without those
-# features); as scored, gate included (bench/judge_protocols.py, one CV repeat): 0.774 / 0.580 (Xeon, cached
-# calls) and 0.780 / 0.583 (AMD EPYC, fresh calls, 2026-12-02; see gate_share); counting the stems of
-# the reply's statements only (features.stated_persona_stems): CV 0.804 / 0.590, as scored 0.788 / 0.579
-# (AMD EPYC, fresh calls, thirteenth stop); with the likelihood features read from the 1.5B (in bf16,
-# likelihood.PACKAGED_LM, fourteenth stop): CV 0.802 / 0.619, as scored 0.786 / 0.610 (fresh calls).
-# Attitude words left out of the stem count (features.knowledge_stems, sixteenth stop): CV 0.810 / 0.626,
-# as scored 0.790 / 0.616 (Xeon with AMX, fresh calls). The gate read as a decision (fitted_gate_share,
-# twenty-fourth stop): as scored 0.801 / 0.625 against 0.793 / 0.616 on the same calls (AMD EPYC).
-# Beside it the checklist's own answers reach 0.273 / 0.263 and the word-overlap baseline (by stem) 0.725 /
-# 0.383. Through the OpenAI-compatible path (llama-server serving the 1.5B, the offline stand-in for an API
-# judge; 50 replies of 10 contexts and 20 swap pairs) "rationale" reached 0.292 / 0.186 and swap 0.55
-# (0.557 / 0.371 and swap 0.65 with PersonaGym's exemplars), "evidence" 0.680 / 0.576 and swap 1.00
-# (0.737 / 0.616 with the likelihood features, 2026-12-02; 0.751 / 0.610 with stated stems; 0.713 / 0.658
-# with the 1.5B's likelihoods). No
-# larger API model was measured: --judge-protocol rationale is PersonaGym's judge, with exemplars.
-DEFAULT_PROTOCOL = "evidence"
-MODEL_JUDGES = ("local", "openai")  # providers of judges that are models (test: scripts: SCRIPTED_PROTOCOL)
-SCRIPTED_PROTOCOL = "rationale"  # what the deterministic test judges are written to answer
+# How a judge is asked when no protocol is named. A judge that is a model the user chose (``openai:``) is
+# asked PersonaGym's way, so that its own reading of the rubric makes the score: a rationale, then the
+# score, with exemplars, probability-weighted where the endpoint returns log-probabilities. Nothing local
+# stands in for it, and nothing local runs beside it. The embedded judges (``local:``), a weak model for an
+# offline smoke test, are asked with ``evidence``. Figures: docs/benchmarks.md#judge-protocols.
+EMBEDDED_PROTOCOL = "evidence"
+API_PROTOCOL = "rationale"
+SCRIPTED_PROTOCOL = "rationale"  # what the deterministic test judges (test:, scripts:) are written to answer
+
+
+def default_protocol(judge: str) -> str:
+    """The protocol a judge (a model spec) is asked with when none is named."""
+    provider = judge.partition(":")[0].partition("@")[0]  # openai@endpoint:model too
+    return {"local": EMBEDDED_PROTOCOL, "openai": API_PROTOCOL}.get(provider, SCRIPTED_PROTOCOL)
 
 
 def get_protocol(name: str | None, judge: str) -> Protocol:
@@ -131,8 +112,7 @@ def get_protocol(name: str | None, judge: str) -> Protocol:
         PersonagraphError: for an unknown name (one line listing the known ones).
     """
     if name is None:
-        provider = judge.partition(":")[0].partition("@")[0]  # openai@endpoint:model too
-        name = DEFAULT_PROTOCOL if provider in MODEL_JUDGES else SCRIPTED_PROTOCOL
+        name = default_protocol(judge)
     try:
         return PROTOCOLS[name]
     except KeyError:

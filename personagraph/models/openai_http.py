@@ -140,20 +140,15 @@ def _message(payload: bytes) -> str:
     return text[:300]
 
 
-async def chat_completion(
-    base_url: str, api_key: str, body: dict[str, Any], *, timeout_s: float | None
-) -> ChatReply:
-    """POSTs ``body`` to ``{base_url}/chat/completions``; the reply carries the logprobs the body asked for.
+async def _post(url: str, session: Any, body: dict[str, Any], timeout_s: float | None) -> bytes:
+    """POSTs ``body`` as JSON and returns the reply's bytes.
 
     Raises:
-        TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections, a
-            body that is not a completion, a completion without text (``null`` or empty content).
+        TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections.
         PermanentModelError: other HTTP errors (400, 401, 404, …).
     """
-    import aiohttp  # only for openai: specs
+    import aiohttp  # only for openai: specs and the engine
 
-    session = await _session(base_url, api_key)
-    url = base_url.rstrip("/") + "/chat/completions"
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with session.post(url, data=_encode(body), timeout=timeout) as resp:
@@ -170,6 +165,38 @@ async def chat_completion(
         raise TransientModelError(f"server error (HTTP {status}): {_message(payload)}", retry_after=retry_after)
     if status >= 400:
         raise PermanentModelError(f"HTTP {status}: {_message(payload)}")
+    return payload
+
+
+async def post_json(url: str, body: dict[str, Any], *, timeout_s: float | None) -> Any:
+    """POSTs ``body`` to ``url`` (no key: the embedded engine's own endpoints) and decodes the JSON reply.
+
+    Raises:
+        TransientModelError: as :func:`chat_completion`, and a reply that is not JSON.
+        PermanentModelError: other HTTP errors.
+    """
+    root = url.split("/", 3)
+    session = await _session("/".join(root[:3]), "")
+    payload = await _post(url, session, body, timeout_s)
+    try:
+        return _decode(payload)
+    except ValueError as exc:
+        raise TransientModelError(f"the reply of {root[-1]} is not JSON") from exc
+
+
+async def chat_completion(
+    base_url: str, api_key: str, body: dict[str, Any], *, timeout_s: float | None
+) -> ChatReply:
+    """POSTs ``body`` to ``{base_url}/chat/completions``; the reply carries the logprobs the body asked for.
+
+    Raises:
+        TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections, a
+            body that is not a completion, a completion without text (``null`` or empty content).
+        PermanentModelError: other HTTP errors (400, 401, 404, …).
+    """
+    session = await _session(base_url, api_key)
+    payload = await _post(base_url.rstrip("/") + "/chat/completions", session, body, timeout_s)
+    status = 200
     try:
         data = _decode(payload)
         choice = data["choices"][0]

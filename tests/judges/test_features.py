@@ -14,6 +14,7 @@ import pytest
 from personagraph.judges.features import (
     BASELINES,
     Text,
+    acompute,
     compute,
     knowledge_stems,
     last_turn,
@@ -89,14 +90,14 @@ def test_likelihood_features_score_the_reply_after_persona_dialogue_and_nothing(
 
     seen: list[tuple[str, str]] = []
 
-    def fake(pairs):  # log-likelihood −1 per prefix line not read: more context, likelier reply
+    async def fake(pairs):  # log-likelihood −1 per prefix line not read: more context, likelier reply
         seen.extend(pairs)
         return [np.array([-10.0 + prefix.count("\n"), -1.0]) for prefix, _ in pairs]
 
     monkeypatch.setattr(likelihood, "continuation_logprobs", fake)
     dialogue = Text(PERSONA, DIALOGUE, "my lab trooper loves it too")
     plain = Text(PERSONA, "What do you do on weekends?", "hiking with trooper")
-    values = compute(("persona_pmi", "dialogue_pmi"), [dialogue, plain])
+    values = asyncio.run(acompute(("persona_pmi", "dialogue_pmi"), [dialogue, plain]))
     question = "Question: What do you do on weekends?"
     assert [p for p, _ in seen[:3]] == [f"Persona of User2: {PERSONA}\n\n{DIALOGUE}\nUser2:",
                                         f"{DIALOGUE}\nUser2:", "User2:"]
@@ -107,10 +108,10 @@ def test_likelihood_features_score_the_reply_after_persona_dialogue_and_nothing(
 
 
 @pytest.mark.embedded
-def test_persona_pmi_is_higher_for_a_reply_that_uses_the_persona() -> None:
+async def test_persona_pmi_is_higher_for_a_reply_that_uses_the_persona() -> None:
     uses = Text(PERSONA, DIALOGUE, "me too ! i take my black lab trooper hiking every spring")
     generic = Text(PERSONA, DIALOGUE, "that is nice . what else do you like ?")
-    knowing, ignoring = compute(("persona_pmi",), [uses, generic])["persona_pmi"]
+    knowing, ignoring = (await acompute(("persona_pmi",), [uses, generic]))["persona_pmi"]
     assert knowing > ignoring + 2
 
 
@@ -123,6 +124,8 @@ def test_every_baseline_is_computed_in_order() -> None:
     assert values["embedding_similarity"][0] > values["embedding_similarity"][2]
     with pytest.raises(KeyError, match="unknown text feature 'nope'"):
         compute(["nope"], texts)
+    with pytest.raises(KeyError, match="a likelihood feature .acompute. 'persona_pmi'"):
+        compute(["persona_pmi"], texts)  # asks the engine: only the async path does
 
 
 def test_spearman_difference_of_a_scorer_with_itself_is_zero() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -15,8 +16,7 @@ from pydantic import ValidationError
 from personagraph.errors import PersonagraphError
 from personagraph.judges import judge as judge_module
 from personagraph.judges import protocols as protocols_module
-from personagraph.judges.features import Text, new_persona_stems
-from personagraph.judges.features import compute as compute_features
+from personagraph.judges.features import Text, acompute, new_persona_stems
 from personagraph.judges.judge import score_response
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
@@ -186,9 +186,11 @@ async def test_every_protocol_scores_with_test_models() -> None:
 
 
 def test_protocol_choice() -> None:
-    # model judges, embedded or behind an endpoint: the protocol measured best on the graded dev files
-    assert get_protocol(None, "openai:gpt-4o").name == get_protocol(None, "local:qwen2.5-coder-1.5b").name
-    assert get_protocol(None, "openai@vllm:qwen").name == "evidence"
+    # a judge the user chose reads the rubric itself (PersonaGym's judge, with exemplars)
+    for judge in ("openai:gpt-4o", "openai@vllm:qwen"):
+        assert get_protocol(None, judge).name == "rationale"
+    assert get_protocol(None, "openai:gpt-4o").exemplars
+    assert get_protocol(None, "local:qwen2.5-coder-1.5b").name == "evidence"  # the embedded smoke-test judge
     assert get_protocol(None, "test:x").name == "rationale"  # what the scripted test judges answer
     assert get_protocol("score", "openai:gpt-4o").name == "score"
     with pytest.raises(PersonagraphError, match="--judge-protocol 'nope': unknown"):
@@ -442,7 +444,7 @@ def test_the_packaged_grounding_model_reads_a_played_persona_above_another() -> 
     model = protocols_module.grounding_model()
     assert model is not None and model.features == model.inputs  # text only: no judge answer
     persona = "A 70-year-old retired cowboy from Texas"
-    values = lambda response: compute_features(model.features, [Text(persona, "The roundup?", response)])  # noqa: E731
+    values = lambda response: asyncio.run(acompute(model.features, [Text(persona, "The roundup?", response)]))  # noqa: E731
     played = values("Back on my ranch in Texas I rode herd for forty years; this old cowboy still ropes.")
     other = values("As a tech founder in Lagos I would pitch the investors our fintech app first.")
     share = lambda v: model.share({n: v[n][0] for n in model.inputs})  # noqa: E731
@@ -477,3 +479,37 @@ def test_a_check_read_from_the_text_cannot_be_a_gate(monkeypatch: pytest.MonkeyP
     with _reading(monkeypatch, data, protocols_module._checklists):
         with pytest.raises(PersonagraphError, match="Expected Action: a check read from the text"):
             checklist(load_rubric("expected_action"))
+
+
+API_ONLY_EVAL = """
+import sys
+from bench.fake_openai import start_in_thread
+from personagraph import evaluate
+with start_in_thread() as server:
+    summary = evaluate("A 70-year-old retired cowboy from Texas", models=["openai:agent"],
+                       judges=["openai:judge"], generator="openai:writer", base_url=server.base_url,
+                       run_dir=sys.argv[1], environments=1, questions_per_task=1)
+from personagraph import likelihood
+from personagraph.models import engine
+print(summary.exit_code, sorted(m for m in ("torch", "sentence_transformers") if m in sys.modules),
+      sorted(engine._engines), likelihood.scored_models())
+"""
+
+
+def test_an_eval_whose_judges_are_all_api_models_loads_no_local_model(tmp_path) -> None:
+    """With ``openai:`` judges nothing local stands in for them or runs beside them: torch and the
+    embedding model are never imported, no engine is created, no text is scored for likelihood features
+    (a fresh interpreter, the default protocol)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "PYTHONPATH": path}
+    env.pop("PERSONAGRAPH_LIKELIHOOD_MODEL", None)
+    done = subprocess.run([sys.executable, "-c", API_ONLY_EVAL, str(tmp_path / "run")], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0 [] [] []"
