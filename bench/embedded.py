@@ -1,188 +1,192 @@
-"""Embedded models: the README's quick run on the current engine against the previous design, and a crash.
+"""The embedded default as a newcomer meets it: the README's quick run, its memory, and the install.
 
-One process, one machine, three runs of ``personagraph eval --persona … --quick`` (the CLI, in process),
-each in a fresh run directory with freshly started engines (start-up and model loading included):
+Each measured command runs as a child process whose whole tree (personagraph and the llama-servers it
+starts) is sampled every 0.1 s from ``/proc``: the peak of the summed resident memory (RSS) of the
+tree, and of its proportional share (PSS: a page two processes map, such as a model file, counted once).
 
-1. **current**: one llama-server per model with ``SLOTS`` parallel slots (continuous batching); the graph
-   sends as many calls at once as a model has slots.
-2. **previous design**: llama-cpp-python in process, one inference at a time across all embedded models
-   (a process-wide lock). That engine is gone, so it is emulated with the same llama-server binary at
-   1 slot per model and a process-wide lock around every embedded call: the same models, prompts and
-   token counts, one inference at a time. (The in-process engine saved the HTTP hop, ~1 ms a call.)
-3. **crash**: run 1 again on another persona, with the judge/generator engine SIGKILLed once after a few
-   calls finished: ``crash_recovered yes`` when the run still finishes with as many verdicts as run 1.
+1. **quick run**: ``personagraph eval --persona … --quick`` in a fresh run directory, engines started
+   afresh (start-up and model loading included): wall time, calls, answers cut at the token limit.
+2. **meta-eval**: ``personagraph meta-eval`` with the default embedded judge on ``--meta-items`` replies of
+   the USR dev file (the longest contexts first): wall time and memory.
+3. **install** (``--install``, ~10 minutes): ``bash scripts/install.sh`` in a fresh copy of this checkout
+   with an empty build cache, timed, and the bytes it wrote outside the virtualenv.
 
-Throughput counts only useful tokens: a reply rejected by validation and the format retry that
-replaced it are reported apart (``format_retry_tokens``) and left out of tokens/s.
+    .venv/bin/python bench/embedded.py [--persona "…"] [--meta-items 10] [--install]
 
-    .venv/bin/python bench/embedded.py [--persona "…"]
-
-Last line: ``quick_run_s <s> previous_design_s <s> speedup <x> crash_recovered <yes|no>``.
+Every figure line carries the machine (``lscpu``'s model and flags of note) and the load average at its
+start and end. Lines: ``quick_run_s <s>``, ``peak_rss_mb <quick run> <meta-eval>`` (tree),
+``install_s <s>``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import signal
-import sqlite3
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from bench._harness import machine  # noqa: E402
-from personagraph.cli import app  # noqa: E402
-from personagraph.models import LOCAL_MODELS, openai_http  # noqa: E402
-from personagraph.models import engine as engine_module  # noqa: E402
-from personagraph.store import RunStore  # noqa: E402
+from bench._harness import load_average, machine  # noqa: E402
 
 COWBOY = "A 70-year-old retired cowboy from Texas"
-CRASH_PERSONA = "A 52-year-old night-shift nurse from Glasgow"
-JUDGE = "qwen2.5-coder-1.5b"  # the default judge and generator
-RETRY_MARK = "That reply was not valid"  # the model layer's format-retry prompt (models/client.py)
+DEV = ROOT.parent / "shared" / "benchmarks" / "judge-dev"
+PERSONAGRAPH = Path(sys.executable).with_name("personagraph")
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process descended from it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in kB; zeros when it is gone."""
+    try:
+        rollup = (Path("/proc") / str(pid) / "smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    values = {line.split(":")[0]: int(line.split()[1])
+              for line in rollup.splitlines()[1:] if line.endswith("kB")}
+    return values.get("Rss", 0), values.get("Pss", 0)
 
 
 @dataclass
-class RunFigures:
-    wall_s: float
-    exit_code: int
-    calls: int
-    verdicts_ok: int
-    verdicts: int
-    useful_tokens: int
-    format_retry_tokens: int
-
-    def line(self, label: str) -> str:
-        rate = self.useful_tokens / self.wall_s if self.wall_s else 0.0
-        return (f"  {label:>16}: {self.wall_s:6.1f}s  exit {self.exit_code}  {self.calls} calls  "
-                f"verdicts {self.verdicts_ok}/{self.verdicts}  {self.useful_tokens} useful output tokens "
-                f"= {rate:.1f} tok/s  (format retries: {self.format_retry_tokens} tokens, not counted)")
+class Measured:
+    wall_s: float = 0.0
+    exit_code: int = 0
+    peak_rss_mb: float = 0.0
+    peak_pss_mb: float = 0.0
+    largest: str = ""  # the process that held the most at the peak
+    output: str = ""
+    loads: tuple[str, str] = ("", "")
+    samples: list[float] = field(default_factory=list)
 
 
-def read_figures(run_dir: Path, wall_s: float, exit_code: int) -> RunFigures:
-    """Calls, verdicts and token counts from the run store."""
-    store = RunStore(run_dir, readonly=True)
-    try:
-        calls = [(request["messages"], row.output_tokens) for row, request in store.calls()]
-        verdicts = store.records("verdict")
-    finally:
-        store.close()
-    by_messages = {json.dumps(messages, sort_keys=True): tokens for messages, tokens in calls}
-    wasted = 0
-    for messages, tokens in calls:
-        if len(messages) >= 3 and str(messages[-1].get("content", "")).startswith(RETRY_MARK):
-            replaced = json.dumps(messages[:-2], sort_keys=True)
-            wasted += tokens + by_messages.get(replaced, 0)  # the retry and the reply it replaced
-    total = sum(tokens for _, tokens in calls)
-    return RunFigures(wall_s, exit_code, len(calls), sum(v.get("status") == "ok" for v in verdicts),
-                      len(verdicts), total - wasted, wasted)
-
-
-def quick_run(run_dir: Path, persona: str, during: Callable[[], None] | None = None) -> RunFigures:
-    """``personagraph eval --persona P --quick`` in this process, on fresh engines; ``during`` runs in a
-    thread meanwhile."""
-    engine_module.stop_engines()
-    thread = threading.Thread(target=during, daemon=True) if during else None
+def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Measured:
+    """Runs ``command``, sampling the memory of its process tree until it ends."""
+    out = Measured(loads=(load_average(), ""))
     started = time.perf_counter()
-    if thread:
-        thread.start()
-    try:
-        app(["-q", "eval", "--persona", persona, "--quick", "--run-dir", str(run_dir)], standalone_mode=False)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    except Exception as exc:  # noqa: BLE001 - typer.Exit and friends carry the exit code
-        code = int(getattr(exc, "exit_code", 1))
-    wall = time.perf_counter() - started
-    if thread:
-        thread.join(30)
-    return read_figures(run_dir, wall, code)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env, cwd=cwd)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
+    reader.start()
+    while process.poll() is None:
+        rss = pss = 0
+        biggest = (0, "")
+        for pid in _tree(process.pid):
+            r, p = _memory_kb(pid)
+            rss, pss = rss + r, pss + p
+            if r > biggest[0]:
+                try:
+                    name = (Path("/proc") / str(pid) / "comm").read_text().strip()
+                except OSError:
+                    name = "?"
+                biggest = (r, f"{name} {r / 1024:.0f} MB")
+        if rss / 1024 > out.peak_rss_mb:
+            out.peak_rss_mb, out.largest = rss / 1024, biggest[1]
+        out.peak_pss_mb = max(out.peak_pss_mb, pss / 1024)
+        time.sleep(0.1)
+    reader.join(10)
+    out.wall_s = time.perf_counter() - started
+    out.exit_code = process.returncode
+    out.output = "".join(lines)
+    out.loads = (out.loads[0], load_average())
+    return out
 
 
-@contextmanager
-def previous_design() -> Iterator[None]:
-    """One slot per model and one embedded call at a time across all models (see the module docstring)."""
-    original_chat = openai_http.chat_completion
-    locks: dict[int, asyncio.Lock] = {}
-
-    async def one_at_a_time(base_url: str, api_key: str, body: dict[str, Any], **kwargs: Any) -> Any:
-        lock = locks.setdefault(id(asyncio.get_running_loop()), asyncio.Lock())
-        async with lock:
-            return await original_chat(base_url, api_key, body, **kwargs)
-
-    engine_module.stop_engines()
-    engine_module._engines.clear()
-    for name, model in LOCAL_MODELS.items():
-        engine_module._engines[name] = engine_module.Engine(model, slots=1)
-    openai_http.chat_completion = one_at_a_time
-    try:
-        yield
-    finally:
-        openai_http.chat_completion = original_chat
-        engine_module.stop_engines()
-        engine_module._engines.clear()
+def _env(cache: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if cache is not None:
+        env["PERSONAGRAPH_CACHE_DIR"] = str(cache)
+    return env
 
 
-def kill_once(run_dir: Path, after_calls: int, killed: list[str]) -> Callable[[], None]:
-    """A thread body: SIGKILL the judge's engine once the run has stored ``after_calls`` calls."""
-
-    def body() -> None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            pid = engine_module.engine_for(JUDGE).pid
-            try:
-                db = sqlite3.connect(run_dir / "run.sqlite", timeout=5)
-                done = db.execute("SELECT count(*) FROM calls").fetchone()[0]
-                db.close()
-            except sqlite3.Error:
-                done = 0
-            if pid is not None and done >= after_calls:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(f"pid {pid} after {done} calls")
-                return
-            time.sleep(0.2)
-
-    return body
+def quick_run(work: Path, persona: str) -> Measured:
+    return measure([str(PERSONAGRAPH), "eval", "--persona", persona, "--quick", "--run-dir",
+                    str(work / "quick")], env=_env())
 
 
-def main(persona: str, keep: Path | None = None) -> None:
+def meta_eval(work: Path, items: int) -> Measured:
+    """The default embedded judge on the ``items`` USR replies with the longest contexts."""
+    rows = [json.loads(line) for line in (DEV / "usr_overall.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows.sort(key=lambda r: -len(r["persona"]) - len(r["question"]))
+    path = work / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:items]), encoding="utf-8")
+    return measure([str(PERSONAGRAPH), "meta-eval", "--items", str(path), "--run-dir", str(work / "meta")],
+                   env=_env())
+
+
+def install(work: Path) -> tuple[Measured, int]:
+    """``bash scripts/install.sh`` in a fresh copy of the tracked files, with an empty build cache; the bytes
+    written outside the virtualenv (the cache: assembled weights, the build)."""
+    copy, cache = work / "checkout", work / "cache"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        target = copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    measured = measure(["bash", "scripts/install.sh"], env=_env(cache), cwd=copy)
+    written = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and not p.is_symlink())
+    return measured, written
+
+
+def _line(label: str, m: Measured) -> str:
+    return (f"  {label}: {m.wall_s:.1f} s, exit {m.exit_code}, peak RSS {m.peak_rss_mb:.0f} MB over the "
+            f"process tree (PSS {m.peak_pss_mb:.0f} MB; largest {m.largest}), "
+            f"load {m.loads[0]} → {m.loads[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persona", default=COWBOY)
+    parser.add_argument("--meta-items", type=int, default=10, help="USR replies for the meta-eval (0: skip)")
+    parser.add_argument("--install", action="store_true", help="also time a fresh install (~10 minutes)")
+    args = parser.parse_args()
     print(machine(), flush=True)
-    print(f"engine: {engine_module.server_path()}, {engine_module.SLOTS} slots per model, "
-          f"{engine_module.CTX_PER_SLOT} tokens of context per slot", flush=True)
-    for model in LOCAL_MODELS.values():  # assembled before timing: the first install does this once
-        engine_module.ensure_weights(model)
     with tempfile.TemporaryDirectory(prefix="pg-bench-embedded-") as tmp:
-        root = keep or Path(tmp)
-        current = quick_run(root / "current", persona)
-        print(current.line("current"), flush=True)
-        with previous_design():
-            previous = quick_run(root / "previous", persona)
-        print(previous.line("previous design"), flush=True)
-        killed: list[str] = []
-        crash = quick_run(root / "crash", CRASH_PERSONA, kill_once(root / "crash", 6, killed))
-        print(crash.line("crash"), f"killed: {', '.join(killed) or 'nothing'}", flush=True)
-    engine_module.stop_engines()
-    # recovered: killed mid-run, and the run still finished with as many verdicts as the undisturbed one
-    recovered = bool(killed) and crash.exit_code == 0 and crash.verdicts == current.verdicts > 0
-    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"quick_run_s {current.wall_s:.1f} previous_design_s {previous.wall_s:.1f} "
-          f"speedup {previous.wall_s / current.wall_s:.2f} crash_recovered {'yes' if recovered else 'no'}")
+        work = Path(tmp)
+        quick = quick_run(work, args.persona)
+        print(_line("quick run", quick), flush=True)
+        tail = [line for line in quick.output.splitlines() if line.strip()][-12:]
+        print("\n".join(f"    | {line}" for line in tail), flush=True)
+        meta = meta_eval(work, args.meta_items) if args.meta_items else None
+        if meta is not None:
+            print(_line(f"meta-eval, {args.meta_items} USR replies", meta), flush=True)
+        installed = install(work) if args.install else None
+        if installed is not None:
+            print(_line("install", installed[0]) + f"; {installed[1] / 1e9:.2f} GB written outside the venv",
+                  flush=True)
+    print(f"quick_run_s {quick.wall_s:.1f} (exit {quick.exit_code}; {machine()}; load {quick.loads[0]} → "
+          f"{quick.loads[1]})")
+    print(f"peak_rss_mb {quick.peak_rss_mb:.0f} {meta.peak_rss_mb if meta else float('nan'):.0f} "
+          f"(quick run, meta-eval; summed over the process tree; load {load_average()})")
+    if installed is not None:
+        done = installed[0]
+        print(f"install_s {done.wall_s:.0f} written_gb {installed[1] / 1e9:.2f} (exit {done.exit_code}; "
+              f"{machine()}; load {done.loads[0]} → {done.loads[1]})")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--persona", default=COWBOY)
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the three run directories here (e.g. for judge-check --from KEEP/current)")
-    args = parser.parse_args()
-    main(args.persona, args.keep)
+    main()

@@ -4,8 +4,8 @@ For each concurrency C: calls/s against the ideal C/d, wall time against a seque
 calls (calls × d), and the framework's CPU time per call — this process's CPU (every thread: event loop,
 SQLite writer, checkpointer) divided by its calls; the fake server runs in a separate process, so none
 of its CPU is counted (its own CPU per request is printed beside). Targets: ≥ 0.8 × C/d for C ≤ 128;
-≥ 20× faster than sequential at C = 32; ≤ 2 ms CPU per call at *every* level run on all personas
-(C = 8, 32, 128 by default), not on an average over levels.
+≥ 20× faster than sequential at C = 32; ≤ 2 ms CPU per call below C = 128 and ≤ 1 ms from it, at
+*every* level run on all personas (C = 8, 32, 128 by default), not on an average over levels.
 
 CPU time per call is not load-proof. At low concurrency every reply wakes the process on its own, and
 on a shared VM each wake-up runs on cold caches: the fake server, which does the same fixed work per
@@ -31,10 +31,10 @@ The figures line is ``ratio_to_ideal@128 <x> speedup_vs_sequential@32 <y> cpu_ms
 @128 <c> worst <z>``; the last line gives the CPU target's verdict at each level,
 ``cpu_target ≤2ms @8 <a> met|NOT met, @32 …: met|NOT met``.
 
-``--judge-protocol`` (default ``rationale``): the ``evidence`` protocol, the default for ``openai:`` judges,
-computes text features in this process — MiniLM cosines and the 1.5B's log-likelihoods of each Persona
-Consistency reply (``judges/features.py``), seconds of CPU per such verdict — which is the judge's own model
-compute, like the server's, not the framework's overhead; ``--judge-protocol evidence`` measures with it.
+``--judge-protocol`` (default: the protocol ``openai:`` judges are asked with when none is named, as a
+user meets it). ``evidence`` computes text features in this process and asks the embedded engine for
+likelihoods (``judges/features.py``): the embedded judge's own compute, measured by
+``bench/judge_protocols.py``, not here.
 
 CPU time is this process's user + system time, so the lead's llama-server runs on the same cores move it
 less than wall time; they still move it (shared caches, frequency, preemption), hence the load average.
@@ -64,16 +64,23 @@ from bench._harness import (  # noqa: E402
 )
 from personagraph.cli.eval import _fast_event_loop  # noqa: E402
 from personagraph.embeddings import clear_cache  # noqa: E402
+from personagraph.judges.protocols import default_protocol  # noqa: E402
 from personagraph.models import ModelSettings  # noqa: E402
 from personagraph.runs.eval import EvalConfig  # noqa: E402
 from personagraph.runs.eval import run as run_eval  # noqa: E402
 
+JUDGE = "openai:judge-model"
 CPU_TARGET_MS = 2.0
+CPU_TARGET_AT_SCALE_MS = 1.0  # from C = 128 on: a wave of replies shares the fixed costs
+
+
+def cpu_target_ms(level: int) -> float:
+    return CPU_TARGET_AT_SCALE_MS if level >= 128 else CPU_TARGET_MS
 
 
 async def one_run(server: ServerProcess, people: list, concurrency: int, protocol: str) -> dict:
     """One evaluation of ``people`` at ``concurrency``: calls, wall, this process's CPU, the server's CPU."""
-    config = EvalConfig(personas=people, models=["openai:persona-model"], judges=["openai:judge-model"],
+    config = EvalConfig(personas=people, models=["openai:persona-model"], judges=[JUDGE],
                         generator="openai:generator-model", concurrency=concurrency, judge_protocol=protocol)
     settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
     server.reset()
@@ -107,14 +114,11 @@ def cpu_check(results: dict[int, dict], n_personas: int) -> tuple[list[int], flo
 
 def cpu_target_line(results: dict[int, dict], n_personas: int) -> str:
     """The bench's last line: CPU ms per call and met / NOT met at each checked level, then overall."""
-    checked, worst = cpu_check(results, n_personas)
-
-    def verdict(cpu_ms: float) -> str:
-        return "met" if cpu_ms <= CPU_TARGET_MS else "NOT met"
-
-    levels = ", ".join(f"@{level} {results[level]['cpu_ms']:.2f} {verdict(results[level]['cpu_ms'])}"
-                       for level in checked)
-    return f"cpu_target ≤{CPU_TARGET_MS:g}ms {levels}: {verdict(worst)}"
+    checked, _ = cpu_check(results, n_personas)
+    met = {level: results[level]["cpu_ms"] <= cpu_target_ms(level) for level in checked}
+    levels = ", ".join(f"@{level} {results[level]['cpu_ms']:.2f} (≤{cpu_target_ms(level):g}) "
+                       f"{'met' if met[level] else 'NOT met'}" for level in checked)
+    return f"cpu_target {levels}: {'met' if all(met.values()) else 'NOT met'}"
 
 
 async def bench(
@@ -148,8 +152,9 @@ async def bench(
                   f"for {r['calls']} calls")
     checked, worst = cpu_check(results, n_personas)
     top, mid = max(levels), 32 if 32 in results else sorted(levels)[len(levels) // 2]
-    print(f"targets: ratio ≥ 0.8 at C ≤ 128, speedup ≥ 20× at C = 32, ≤ {CPU_TARGET_MS:g} ms framework CPU "
-          f"per call at each of C = {', '.join(map(str, checked))}")
+    print(f"targets: ratio ≥ 0.8 at C ≤ 128, speedup ≥ 20× at C = 32, framework CPU per call ≤ "
+          f"{CPU_TARGET_MS:g} ms below C = 128 and ≤ {CPU_TARGET_AT_SCALE_MS:g} ms from it, at each of C = "
+          f"{', '.join(map(str, checked))}")
     per_level = " ".join(f"{'cpu_ms_per_call' if i == 0 else ''}@{level} {results[level]['cpu_ms']:.2f}"
                          for i, level in enumerate(checked))
     print(f"ratio_to_ideal@{top} {results[top]['ratio']:.2f} speedup_vs_sequential@{mid} "
@@ -164,8 +169,8 @@ def main() -> None:
                         "(an LLM-like latency; at C = 128 the fixed cost of a 128-reply wave is ~0.3 s)")
     parser.add_argument("--concurrency", default="1,8,32,128", help="comma-separated levels")
     parser.add_argument("--sequential-personas", type=int, default=3, help="personas measured at C = 1")
-    parser.add_argument("--judge-protocol", default="rationale",
-                        help="how the judges are asked; evidence adds its local text features' CPU")
+    parser.add_argument("--judge-protocol", default=default_protocol(JUDGE),
+                        help="how the judges are asked (default: as an openai: judge is when none is named)")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     print(machine())

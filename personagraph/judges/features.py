@@ -218,15 +218,20 @@ def _max_cosines(name: str, texts: Sequence[Text], vectors: dict[str, np.ndarray
 
 
 # --- likelihood features: how the packaged LM's log-likelihood of the response moves (likelihood.py) ---
+DIALOGUE_LINES = 8
+"""Lines of a dialogue the likelihood features read, the last ones: the reply answers them, and a long
+role-play (CharacterBench runs to 16k characters) would otherwise crowd the persona out of the context."""
+
+
 def _dialogue_and_responder(t: Text) -> tuple[str, str]:
-    """The question as dialogue lines and the name the response is said under: the other speaker of a
-    ``Speaker: text`` dialogue, ``Answer`` after a plain question (``Question: …``)."""
+    """The question's last :data:`DIALOGUE_LINES` dialogue lines and the name the response is said under:
+    the other speaker of a ``Speaker: text`` dialogue, ``Answer`` after a plain question (``Question: …``)."""
     lines, turns = _turns(t.question)
     if not lines or turns[-1] is None:
         return f"Question: {' '.join(lines)}", "Answer"
     last = turns[-1].group(1)
     others = [m.group(1) for m in turns if m is not None and m.group(1) != last]
-    return "\n".join(lines), (others[-1] if others else "Reply")
+    return "\n".join(lines[-DIALOGUE_LINES:]), (others[-1] if others else "Reply")
 
 
 def _likelihood_prompts(t: Text) -> tuple[str, str, str]:

@@ -1,25 +1,39 @@
-"""bench/fit_evidence.py: the target's balance of the two ratings, and folds that hold whole contexts out."""
+"""bench/fit_evidence.py: each source's target, folds that hold whole groups out, and cross-source scores
+from a model that never saw the source."""
 
 from __future__ import annotations
 
-import sys
+import json
 
 import numpy as np
-import pytest
 
-from bench import fit_evidence
-from bench.fit_evidence import cross_validate, target
+from bench.fit_evidence import cross_source, cross_validate, load
 
 
-def test_the_target_weighs_uses_knowledge_as_told_and_averages_by_default() -> None:
-    knowledge, overall = np.array([0.0, 1.0, 1 / 3]), np.array([5.0, 1.0, 3.0])
-    assert np.allclose(target(knowledge, overall), [0.5, 0.5, (1 / 3 + 0.5) / 2])
-    assert np.allclose(target(knowledge, overall, 1.0), knowledge)
-    assert np.allclose(target(knowledge, overall, 0.0), (overall - 1) / 4)
-    assert np.allclose(target(knowledge, overall, 0.7), 0.7 * knowledge + 0.3 * (overall - 1) / 4)
+def _write(path, rows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def test_a_context_is_scored_by_a_model_that_never_saw_its_ratings() -> None:
+def test_each_source_targets_the_share_of_its_own_scale(tmp_path) -> None:
+    usr = {"persona": "i ride horses.", "question": "User1: hi\nUser2: hello", "response": "i ride a lot",
+           "criterion": "persona_consistency"}
+    _write(tmp_path / "usr_knowledge.jsonl", [{**usr, "id": "c1-0", "human": [1, 0, 1], "scale": [0, 1]}])
+    _write(tmp_path / "usr_overall.jsonl", [{**usr, "id": "c1-0", "human": [5, 3, 4], "scale": [1, 5]}])
+    cb = {"persona": "Bai, a princess.", "question": "User1: who are you?",
+          "criterion": "persona_consistency", "scale": [1, 4]}
+    _write(tmp_path / "characterbench_attribute_consistency_bot.jsonl",
+           [{**cb, "id": "b1", "response": "a princess", "human": [4]},
+            {**cb, "id": "b2", "response": "a farmer", "human": [1]}])
+    _write(tmp_path / "characterbench_attribute_consistency_human.jsonl",
+           [{**cb, "id": "h1", "response": "hm", "human": [3]}])
+    replies = load(tmp_path)
+    assert [(r.source, r.item.id) for r in replies] == [("usr", "c1-0"), ("cb_bot", "b1"), ("cb_bot", "b2"),
+                                                        ("cb_human", "h1")]
+    assert np.allclose([r.target for r in replies], [(2 / 3 + 3 / 4) / 2, 1.0, 0.0, 2 / 3])
+    assert replies[0].group == "c1" and replies[1].group == replies[2].group  # a character is one group
+
+
+def test_a_group_is_scored_by_a_model_that_never_saw_its_ratings() -> None:
     rng = np.random.default_rng(0)
     groups = np.repeat([f"ctx{i}" for i in range(10)], 5)
     x, share = rng.normal(size=(50, 3)), rng.uniform(0.05, 0.95, 50)
@@ -32,10 +46,13 @@ def test_a_context_is_scored_by_a_model_that_never_saw_its_ratings() -> None:
         assert not np.allclose(b[groups != "ctx3"], a[groups != "ctx3"])  # the others' models did learn it
 
 
-def test_a_knowledge_weight_outside_zero_to_one_is_one_line_before_any_work(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(sys, "argv", ["fit_evidence.py", "--knowledge-weight", "1.5"])
-    monkeypatch.setattr(fit_evidence, "load_dev", lambda _: pytest.fail("read the data before the check"))
-    with pytest.raises(SystemExit) as exited:
-        fit_evidence.main()
-    assert exited.value.code == 2
-    assert "--knowledge-weight 1.5: must be within [0, 1]" in capsys.readouterr().err
+def test_a_source_is_scored_cross_source_by_a_model_fitted_on_the_other_only() -> None:
+    rng = np.random.default_rng(1)
+    x, share = rng.normal(size=(40, 2)), rng.uniform(0.05, 0.95, 40)
+    first = np.arange(40) < 15
+    before = cross_source(x, share, first, c=1.0)
+    changed = share.copy()
+    changed[first] = 1 - changed[first]
+    after = cross_source(x, changed, first, c=1.0)
+    assert np.allclose(before[first], after[first])  # its own ratings never reach its predictions
+    assert not np.allclose(before[~first], after[~first])

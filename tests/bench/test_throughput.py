@@ -24,9 +24,10 @@ def test_the_last_line_says_met_or_not_at_each_level() -> None:
     results = {8: {"personas": 50, "cpu_ms": 2.31}, 32: {"personas": 50, "cpu_ms": 1.94},
                128: {"personas": 50, "cpu_ms": 2.0}, 1: {"personas": 3, "cpu_ms": 9.0}}
     line = cpu_target_line(results, 50)
-    assert line == "cpu_target ≤2ms @8 2.31 NOT met, @32 1.94 met, @128 2.00 met: NOT met"
-    results[8]["cpu_ms"] = 1.5
-    assert cpu_target_line(results, 50).endswith("@8 1.50 met, @32 1.94 met, @128 2.00 met: met")
+    assert line == ("cpu_target @8 2.31 (≤2) NOT met, @32 1.94 (≤2) met, @128 2.00 (≤1) NOT met: NOT met")
+    results[8]["cpu_ms"], results[128]["cpu_ms"] = 1.5, 0.9
+    met = "@8 1.50 (≤2) met, @32 1.94 (≤2) met, @128 0.90 (≤1) met: met"
+    assert cpu_target_line(results, 50).endswith(met)
 
 
 def test_context_switches_are_counted_and_printed_per_call() -> None:
