@@ -4,8 +4,8 @@ whether it holds on the one it was not fitted to.
 Sources (``../shared/benchmarks/judge-dev``): USR PersonaChat (``usr_knowledge.jsonl`` and
 ``usr_overall.jsonl``: 150 dialogue replies, 30 contexts; target the share of the scale people gave,
 (Uses Knowledge + (Overall − 1) / 4) / 2) and CharacterBench's attribute consistency
-(``characterbench_attribute_consistency_bot.jsonl`` and ``…_human.jsonl``: role-play replies scored 1–4 against the character's profile, 1 for a
-contradiction; target (score − 1) / 3). Inputs: the text and likelihood features of ``judges/features.py``
+(``characterbench_attribute_consistency_bot.jsonl`` and ``…_human.jsonl``: role-play replies scored 1–4
+against the character's profile, 1 for a contradiction; target (score − 1) / 3). Inputs: the text and likelihood features of ``judges/features.py``
 (the likelihoods read from the embedded 1.5B's engine; no judge call: the fitted model reads none). The
 model is a logistic regression on standardised inputs with soft labels (each reply twice, as 1 and 0,
 weighted by its target share), L2 ``--c``.
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._harness import load_average, machine  # noqa: E402
 from personagraph.judges.features import BASELINES, LIKELIHOOD, Text, acompute  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
-from personagraph.judges.protocols import EVIDENCE_FILE, fitted_gates  # noqa: E402
+from personagraph.judges.protocols import EVIDENCE_FILE  # noqa: E402
 from personagraph.judges.stats import Estimate, bootstrap_ci, spearman, spearman_difference  # noqa: E402
 from personagraph.judges.validity import roc_auc  # noqa: E402
 from personagraph.likelihood import scoring_model  # noqa: E402
@@ -287,8 +287,7 @@ def main() -> None:
         path = PACKAGE / EVIDENCE_FILE
         header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
                          if line.startswith("#"))
-        body = {"version": 1, "gates": fitted_gates(),
-                "models": {"Persona Consistency": entry}, "grounding": grounding}
+        body = {"version": 1, "models": {"Persona Consistency": entry}, "grounding": grounding}
         path.write_text(header + yaml.safe_dump(body, sort_keys=False, width=100), encoding="utf-8")
         print(f"wrote {path}")
 

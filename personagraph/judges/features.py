@@ -111,10 +111,9 @@ def length(t: Text) -> float:
 
 
 def word_overlap(t: Text) -> float:
-    """The most content words the response shares with one persona fact, matched by stem ("rode" and
-    "riding" are one word apart, "horses" and "horse" the same). Stems make the baseline stronger than exact
-    words (ρ 0.725 / 0.383 with Uses Knowledge / Overall on the USR dev files, against 0.682 / 0.371), and
-    the judges' own text features match by stem too."""
+    """The most content words the response shares with one persona fact, matched by stem ("horses" and
+    "horse" are one word): a stronger baseline than exact words, and the judges' own text features match
+    by stem too."""
     words = stems(t.response)
     return float(max(len(words & stems(fact)) for fact in persona_facts(t.persona)))
 
@@ -136,25 +135,10 @@ def _statements(text: str) -> str:
     return " ".join(s for s in sentences(text) if not s.rstrip().endswith("?"))
 
 
-def new_persona_stems(t: Text) -> float:
-    """Persona stems the response uses that the partner did not say: knowledge the response brings."""
-    return _brought_stems(t, t.response)
-
-
-def stated_persona_stems(t: Text) -> float:
-    """:func:`new_persona_stems` in the response's statements only: a question back to the partner ("what
-    is your favorite food ?" from a persona whose favourite food is papaya) asks about a topic, it does not
-    use the persona's knowledge. On the USR dev files, 9 of 150 replies change, and in place of
-    ``new_persona_stems`` it moved the fitted score's cross-validated ρ from 0.800 / 0.588 to 0.804 / 0.590
-    (bench/fit_evidence.py): within noise, kept because the rule is what Uses Knowledge asks."""
-    return _brought_stems(t, _statements(t.response))
-
-
 def knowledge_stems(t: Text) -> float:
-    """:func:`stated_persona_stems` without attitude words (:data:`ATTITUDE_WORDS`): the persona knowledge a
-    reply states. On the USR dev files, in place of ``stated_persona_stems`` it raised the fitted score's
-    cross-validated ρ by +0.009 / +0.008 (higher on both ratings in 20 of 20 fold seeds; the other rules tried
-    beside it are in bench/fit_evidence.py's record)."""
+    """The persona knowledge a reply states: persona stems in its statements (a question back to the
+    partner, "what is your favorite food ?", asks about a topic, it does not use the persona's knowledge)
+    that the partner did not say, attitude words (:data:`ATTITUDE_WORDS`) left out."""
     return _brought_stems(t, _statements(t.response), leave_out=stems(" ".join(ATTITUDE_WORDS)))
 
 
@@ -171,34 +155,20 @@ def _response_and_persona(t: Text) -> list[tuple[str, str]]:
     return [(t.response, t.persona)]
 
 
-def _response_and_each_fact(t: Text) -> list[tuple[str, str]]:
-    """The highest cosine of the response and one persona fact (packaged MiniLM)."""
-    return [(t.response, fact) for fact in persona_facts(t.persona)]
-
-
 def sentences(text: str) -> list[str]:
     """The text cut after each ``.``, ``!`` or ``?`` ("i ride horses . i live in texas" is two)."""
     return [s for s in _SENTENCE_END.split(text.strip()) if s.strip()] or [text]
 
 
 def _each_sentence_and_each_fact(t: Text) -> list[tuple[str, str]]:
-    """The highest cosine of one response sentence and one persona fact (packaged MiniLM). A reply that
-    states a fact in one of its sentences is diluted when it is embedded whole: on the USR dev files this
-    input in place of ``fact_similarity`` raised the fitted score's cross-validated ρ by 0.015 / 0.010
-    (bench/fit_evidence.py)."""
+    """The highest cosine of one response sentence and one persona fact (packaged MiniLM): a reply that
+    states a fact in one of its sentences is diluted when it is embedded whole."""
     return [(part, fact) for part in sentences(t.response) for fact in persona_facts(t.persona)]
-
-
-def _response_and_last_turn(t: Text) -> list[tuple[str, str]]:
-    """Cosine of the response and the line it answers (packaged MiniLM): is it a reply to it at all?"""
-    return [(t.response, last_turn(t.question))]
 
 
 EMBEDDED: dict[str, Callable[[Text], list[tuple[str, str]]]] = {
     "embedding_similarity": _response_and_persona,
-    "fact_similarity": _response_and_each_fact,
     "sentence_fact_similarity": _each_sentence_and_each_fact,
-    "relevance": _response_and_last_turn,
 }
 """Each embedding feature's pairs of texts; its value is the highest cosine among them."""
 
@@ -257,17 +227,15 @@ LIKELIHOOD: dict[str, Callable[[tuple[float, float, float]], float]] = {
 """What knowing the persona (``persona_pmi``: log P(response | persona, dialogue) − log P(response |
 dialogue)) and the dialogue (``dialogue_pmi``: log P(response | dialogue) − log P(response)) add to the
 packaged Qwen2.5-Coder-1.5B's log-likelihood of the response, in nats: the first rises with persona
-knowledge the reply uses, paraphrased or not; the second with a reply that follows from the dialogue
-(a generic or off-topic one is as likely without it). On the USR dev files, added to the text features
-the 0.5B's raised the fitted score's cross-validated ρ from 0.779 / 0.569 to 0.800 / 0.588, the 1.5B's
-(with stated stems) to 0.802 / 0.619, with knowledge stems 0.810 / 0.626 (bench/fit_evidence.py)."""
+knowledge the reply uses, paraphrased or not, and falls where the reply contradicts the persona (its
+words are less likely after a persona that says otherwise); the second rises with a reply that follows
+from the dialogue (a generic or off-topic one is as likely without it). What they add to the fitted
+model: docs/benchmarks.md#fitting-the-evidence-model."""
 
 # The features read from the text alone, by name; with EMBEDDED and LIKELIHOOD, every feature there is.
 PER_TEXT: dict[str, Callable[[Text], float]] = {
     "length": length,
     "word_overlap": word_overlap,
-    "new_persona_stems": new_persona_stems,
-    "stated_persona_stems": stated_persona_stems,
     "knowledge_stems": knowledge_stems,
     "repetition": repetition,
 }

@@ -25,7 +25,6 @@ from personagraph.judges.protocols import (
     expected_score,
     fence,
     fitted_gate_share,
-    fitted_gates,
     get_protocol,
     grounding_model,
     persona_facts,
@@ -55,7 +54,7 @@ def ready_protocol(name: str | None, judge: str) -> Protocol:
     a failure at the first verdict."""
     protocol = get_protocol(name, judge)
     if protocol.weighed:
-        fitted_gates()  # a broken evidence.yaml says so in one line before anything is judged
+        evidence_model(load_rubric("persona_consistency"))  # a broken evidence.yaml: one line, now
         require_features(evidence_features())
         prepare_features(evidence_features())  # the engine loads while the run's first stages work
     return protocol

@@ -11,13 +11,15 @@ beside the integer one.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
 * ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
   yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
-* ``evidence`` — the ``checklist`` call (asking only the checks the rubric's fitted model reads, and the
-  gates), then its P(good answer)s and text evidence computed without an LLM (``judges/features.py``:
-  persona words the response brings, MiniLM similarity to the facts, repetition, relevance to the line
-  answered) weighed by a logistic model fitted on the graded development files
-  (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric without fitted weights there
-  is scored by the checklist rule, whose ``answer: text`` checks read the text-only grounding model
-  instead of asking the judge. Gates (an AI disclosure) still take the score to the minimum.
+* ``evidence`` (the embedded judges' default) — the ``checklist`` call (asking only the checks the
+  rubric's fitted model reads, and the gates), then evidence read from the text and the judge's own model
+  (``judges/features.py``: persona words the response states, its best sentence-to-fact MiniLM cosine,
+  repetition, and how much the persona and the dialogue raise the model's likelihood of the response,
+  which falls where the response contradicts the persona) weighed by a logistic model fitted on graded
+  human ratings of two sources (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric
+  without fitted weights there is scored by the checklist rule, whose ``answer: text`` checks read the
+  text-only grounding model instead of asking the judge. Gates (an AI disclosure) still take the score
+  to the minimum.
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -31,7 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -45,7 +47,6 @@ from personagraph.schemas import JudgeReply
 TOP_LOGPROBS = 10  # alternatives per token: enough to hold every score of a 1–5 or 1–9 scale
 ReplyKind = Literal["rationale", "score", "checklist"]
 EVIDENCE_FILE = "judges/evidence.yaml"
-GateReading = Literal["probability", "decision"]  # how a fitted model's gates are read (fitted_gate_share)
 
 
 @dataclass(frozen=True)
@@ -428,44 +429,18 @@ def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -
 
 
 def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
-    """Π P(good) over the gates: what an AI disclosure leaves of the score.
+    """Π P(good) over the gates: what an AI disclosure leaves of the score under the checklist rule.
 
-    The plain probability, not the judge's yes/no: tried on 2026-12-02 (same calls, 2-core AMD EPYC),
-    Π min(1, 2·P(good)) — the score left whole while the good answer is the likelier — raised the USR dev
-    figures by 0.008 / 0.006 (no reply there discloses anything; P(no) 0.57–0.75 is noise) but lowered
-    ``bench/rubric_dev``'s probability-weighted swap AUC from 0.80 to 0.73 and disclosure AUC from 0.68
-    to 0.57: the 1.5B's P(no disclosure) also falls for a reply that does not fit the persona, which
-    is signal the rubrics without fitted weights rely on. A fitted model reads its gates by
-    :func:`fitted_gate_share` (as a decision since 2026-12-04)."""
+    The plain probability, not the judge's yes/no: the 1.5B's P(no disclosure) also falls for a reply
+    that does not fit the persona, which is signal the rubrics without fitted weights rely on. A fitted
+    model reads its gates by :func:`fitted_gate_share`."""
     return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
 
 
-@lru_cache(maxsize=1)
-def fitted_gates() -> GateReading:
-    """How the gates scale a fitted model's score (``gates`` in judges/evidence.yaml): ``probability``,
-    Π P(good) as the checklist rule does, or ``decision``, Π min(1, 2·P(good))
-    (:func:`fitted_gate_share`)."""
-    reading = (read_yaml(EVIDENCE_FILE) or {}).get("gates", "probability")
-    if reading not in get_args(GateReading):
-        raise PersonagraphError(f"personagraph/{EVIDENCE_FILE}: gates: {reading!r}; expected one of "
-                                f"{', '.join(get_args(GateReading))}")
-    return reading
-
-
-def fitted_gate_share(checks: Sequence[Check], good: Sequence[float],
-                      reading: GateReading | None = None) -> float:
-    """What the gates leave of a fitted model's score. Read as the judge's decision (``gates: decision``):
-    the score is left whole while the judge holds the good answer the likelier (P(good) ≥ 0.5), and below
-    that falls with it to the minimum at P(good) 0: Π min(1, 2·P(good)); a stated answer (1 or 0) reads as
-    before.
-
-    Why not Π P(good) as the checklist rule (:func:`gate_share`): the fitted model was fitted on replies
-    none of which discloses an AI, and its share is already the score; the 1.5B's P(no disclosure) on
-    such replies lies between 0.57 and 0.76 (0.58-0.66 on replies opening "As an AI language model"),
-    and multiplied into the share it only adds noise (bench/judge_protocols.py prints both readings:
-    docs/benchmarks.md). The rubrics without a fitted model keep the plain probability, whose fall for a
-    reply that does not fit the persona is signal they rely on. ``reading``: the packaged one
-    (:func:`fitted_gates`) unless given."""
-    if (reading or fitted_gates()) == "probability":
-        return gate_share(checks, good)
+def fitted_gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
+    """What the gates leave of a fitted model's score, read as the judge's decision: whole while the judge
+    holds the good answer the likelier (P(good) ≥ 0.5), below that falling with it to the minimum at P(good)
+    0: Π min(1, 2·P(good)); a stated answer (1 or 0) reads as a decision already. Multiplied in as the
+    checklist rule does (:func:`gate_share`), the 1.5B's P(no disclosure), 0.57–0.76 on plain replies,
+    would only add noise to a share that is already the score."""
     return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)

@@ -18,11 +18,9 @@ from personagraph.judges.features import (
     compute,
     knowledge_stems,
     last_turn,
-    new_persona_stems,
     partner_text,
     repetition,
     sentences,
-    stated_persona_stems,
     word_overlap,
 )
 from personagraph.judges.meta_eval import MetaEvalConfig
@@ -46,11 +44,10 @@ def test_knowledge_features() -> None:
     echoes = Text(PERSONA, DIALOGUE, "hiking is great")  # 'hiking' was the partner's word
     assert word_overlap(brings) == 2 and word_overlap(echoes) == 1  # hiking + spring (colorado: another fact)
     assert word_overlap(Text(PERSONA, DIALOGUE, "we hiked each spring")) == 2  # by stem: hiked/hiking
-    assert new_persona_stems(brings) == 2 and new_persona_stems(echoes) == 0  # spring, colorado
+    assert knowledge_stems(brings) == 2 and knowledge_stems(echoes) == 0  # spring, colorado
     asks = Text(PERSONA, DIALOGUE, "do you go to colorado in the spring ? i do .")  # asked, not stated
-    assert new_persona_stems(asks) == 2 and stated_persona_stems(asks) == 0
-    assert stated_persona_stems(brings) == new_persona_stems(brings) == 2  # a statement counts as before
-    assert stated_persona_stems(Text(PERSONA, DIALOGUE, "spring ? colorado !")) == 1  # per sentence
+    assert knowledge_stems(asks) == 0
+    assert knowledge_stems(Text(PERSONA, DIALOGUE, "spring ? colorado !")) == 1  # per sentence
     assert repetition(Text(PERSONA, DIALOGUE, "i am a student , but i am a student")) == 3
     assert repetition(brings) == 0
 
@@ -59,15 +56,14 @@ def test_knowledge_stems_leave_out_attitude_words() -> None:
     persona = "I love dogs. My favorite color is red. I am a piano teacher."
     dialogue = "User1: i have a red bunny\nUser2: cute !\nUser1: i live on a farm ."
 
-    def both(response: str) -> tuple[float, float]:
-        text = Text(persona, dialogue, response)
-        return stated_persona_stems(text), knowledge_stems(text)
+    def stated(response: str) -> float:
+        return knowledge_stems(Text(persona, dialogue, response))
 
-    assert both("i love to travel .") == (1, 0)  # "love" frames a fact, it states none
-    assert both("my favorite color is blue .") == (2, 1)  # "color" stays: the fact's topic
-    assert both("i am a piano teacher , i love it .") == (3, 2)  # piano, teacher: the knowledge itself
-    assert both("do you like piano ?") == (0, 0)  # asked, not stated
-    assert both("red dogs on a farm .") == (1, 1)  # red and farm were the partner's words
+    assert stated("i love to travel .") == 0  # "love" frames a fact, it states none
+    assert stated("my favorite color is blue .") == 1  # "color" stays: the fact's topic
+    assert stated("i am a piano teacher , i love it .") == 2  # piano, teacher: the knowledge itself
+    assert stated("do you like piano ?") == 0  # asked, not stated
+    assert stated("red dogs on a farm .") == 1  # red and farm were the partner's words
 
 
 def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
@@ -75,12 +71,12 @@ def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
                                                                    "you ?"]
     assert sentences("no stop at all") == ["no stop at all"]
     long = "that is nice . my black lab trooper loves it . what about you ? do you work ? i am tired today ."
-    both = ["fact_similarity", "sentence_fact_similarity"]
-    values = compute(both, [Text(PERSONA, DIALOGUE, long)])
-    whole, best_sentence = values["fact_similarity"][0], values["sentence_fact_similarity"][0]
-    assert best_sentence > whole + 0.1  # "my black lab trooper loves it" / "I have a black lab named trooper"
-    one = compute(both, [Text(PERSONA, DIALOGUE, "i have a black lab")])
-    assert one["sentence_fact_similarity"] == pytest.approx(one["fact_similarity"])  # one sentence
+    name = ["sentence_fact_similarity"]
+    diluted, alone = compute(name, [Text(PERSONA, DIALOGUE, long),
+                                    Text(PERSONA, DIALOGUE, "my black lab trooper loves it .")])[name[0]]
+    assert diluted == pytest.approx(alone)  # its best sentence: "I have a black lab named trooper"
+    unrelated = compute(name, [Text(PERSONA, DIALOGUE, "i am tired today .")])[name[0]][0]
+    assert alone > unrelated + 0.1
 
 
 def test_likelihood_features_score_the_reply_after_persona_dialogue_and_nothing(monkeypatch) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from personagraph.errors import PersonagraphError
 from personagraph.judges import judge as judge_module
 from personagraph.judges import protocols as protocols_module
-from personagraph.judges.features import Text, acompute, new_persona_stems
+from personagraph.judges.features import Text, acompute, knowledge_stems
 from personagraph.judges.judge import score_response
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
@@ -273,15 +273,15 @@ def action_checks_good(messages: list[dict[str, Any]], schema: dict[str, Any] | 
 register_script("checks-good", checks_good)
 register_script("checks-disclosing", checks_disclosing)
 register_script("action-checks-good", action_checks_good)
-WEIGHED = EvidenceModel(inputs=("check:fact", "check:sensible", "new_persona_stems"), mean=(0.5, 0.5, 1.0),
+WEIGHED = EvidenceModel(inputs=("check:fact", "check:sensible", "knowledge_stems"), mean=(0.5, 0.5, 1.0),
                         scale=(0.5, 0.5, 1.0), weights=(1.0, 0.5, 0.8), intercept=-0.2)
 
 
 def test_evidence_model_is_the_documented_logistic_model() -> None:
-    values = {"check:fact": 1.0, "check:sensible": 0.0, "new_persona_stems": 3.0}
+    values = {"check:fact": 1.0, "check:sensible": 0.0, "knowledge_stems": 3.0}
     z = -0.2 + 1.0 * (1.0 - 0.5) / 0.5 + 0.5 * (0.0 - 0.5) / 0.5 + 0.8 * (3.0 - 1.0) / 1.0
     assert WEIGHED.share(values) == pytest.approx(1 / (1 + math.exp(-z)))
-    assert WEIGHED.features == ("new_persona_stems",)
+    assert WEIGHED.features == ("knowledge_stems",)
 
 
 async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,12 +292,12 @@ async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.
     scored = await score_response(ModelClient.create("test:checks-good", "judge"), rubric, persona=persona,
                                   question="Job?", response=response, protocol="evidence")
     assert scored.status == "ok"
-    brings = new_persona_stems(Text(persona, "Job?", response))
-    assert scored.inputs["new_persona_stems"] == brings == 2  # nurse, ohio
+    brings = knowledge_stems(Text(persona, "Job?", response))
+    assert scored.inputs["knowledge_stems"] == brings == 2  # nurse, ohio
     assert scored.inputs["check:sensible"] == 1.0 and 0.5 < scored.inputs["check:fact"] < 1.0
     assert scored.expected == pytest.approx(1 + 4 * WEIGHED.share(scored.inputs))
     assert scored.score == 1 + round(4 * WEIGHED.share({**scored.inputs, "check:fact": 1.0}))
-    assert "evidence: new_persona_stems 2.00" in scored.rationale
+    assert "evidence: knowledge_stems 2.00" in scored.rationale
     # An AI disclosure is a gate: whatever the evidence, the score goes to the minimum.
     gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
                                  persona=persona, question="Job?", response=response, protocol="evidence")
@@ -312,7 +312,7 @@ def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
     assert names("checklist") == ["fact", "no_contradiction", "sensible", "in_character"]
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
     assert names("evidence") == ["fact", "sensible", "in_character"]
-    text_only = EvidenceModel(inputs=("new_persona_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
+    text_only = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
                               intercept=0.0)
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: text_only)
     assert names("evidence") == ["in_character"]  # the gate alone
@@ -342,35 +342,22 @@ def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> 
             evidence_model(load_rubric("persona_consistency"))
 
 
-def test_a_fitted_models_gates_read_as_the_judges_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fitted_models_gates_read_as_the_judges_decision() -> None:
     checks = [Check(question="which fact?", answer="fact"), Check(question="an AI?", good="no", gate=True)]
     share = protocols_module.fitted_gate_share
-    with _reading(monkeypatch, {"gates": "decision"}, protocols_module.fitted_gates):
-        # Whole while "no disclosure" is the likelier answer: the 1.5B's 0.57-0.75 on plain replies is noise.
-        assert [share(checks, [0.2, p]) for p in (1.0, 0.75, 0.5)] == [1.0, 1.0, 1.0]
-        # Below it the score falls to the minimum; the fact check is no gate and is not read here.
-        assert share(checks, [0.9, 0.3]) == pytest.approx(0.6) and share(checks, [0.9, 0.0]) == 0.0
-    with _reading(monkeypatch, {"gates": "probability"}, protocols_module.fitted_gates):
-        assert share(checks, [0.2, 0.75]) == pytest.approx(0.75)  # as the checklist rule reads them
-    with _reading(monkeypatch, {}, protocols_module.fitted_gates):
-        assert protocols_module.fitted_gates() == "probability"  # a file written before the key
-    with _reading(monkeypatch, {"gates": "vote"}, protocols_module.fitted_gates):
-        with pytest.raises(PersonagraphError, match="evidence.yaml: gates: 'vote'; expected one of"):
-            protocols_module.fitted_gates()
+    # Whole while "no disclosure" is the likelier answer: the 1.5B's 0.57-0.75 on plain replies is noise.
+    assert [share(checks, [0.2, p]) for p in (1.0, 0.75, 0.5)] == [1.0, 1.0, 1.0]
+    # Below it the score falls to the minimum; the fact check is no gate and is not read here.
+    assert share(checks, [0.9, 0.3]) == pytest.approx(0.6) and share(checks, [0.9, 0.0]) == 0.0
 
 
-def test_a_broken_gates_reading_stops_an_evidence_run_before_it_judges(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with _reading(monkeypatch, {"gates": "vote"}, protocols_module.fitted_gates):
-        with pytest.raises(PersonagraphError, match="evidence.yaml: gates: 'vote'"):
+def test_a_broken_evidence_file_stops_an_evidence_run_before_it_judges(monkeypatch) -> None:
+    data = {"models": {"Persona Consistency": {"inputs": ["x"], "mean": [], "scale": [], "weights": [],
+                                               "intercept": 0.0}}}
+    with _reading(monkeypatch, data, protocols_module._evidence_models):
+        with pytest.raises(PersonagraphError, match="evidence.yaml: Persona Consistency"):
             judge_module.ready_protocol("evidence", "local:qwen2.5-coder-1.5b")
         assert judge_module.ready_protocol("rationale", "local:qwen2.5-coder-1.5b").name == "rationale"
-
-
-def test_the_packaged_fitted_model_reads_its_gates_as_a_decision() -> None:
-    # The packaged choice (docs/benchmarks.md: multiplied in, the gate cost the USR dev figures).
-    assert protocols_module.fitted_gates() == "decision"
 
 
 async def test_a_disclosure_still_sinks_a_fitted_score_and_a_plain_reply_keeps_it(
@@ -380,11 +367,10 @@ async def test_a_disclosure_still_sinks_a_fitted_score_and_a_plain_reply_keeps_i
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
     rubric = load_rubric("persona_consistency")
     persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
-    with _reading(monkeypatch, {"gates": "decision"}, protocols_module.fitted_gates):
-        plain = await score_response(ModelClient.create("test:checks-good", "judge"), rubric,
-                                     persona=persona, question="Job?", response=response, protocol="evidence")
-        gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
-                                     persona=persona, question="Job?", response=response, protocol="evidence")
+    plain = await score_response(ModelClient.create("test:checks-good", "judge"), rubric,
+                                 persona=persona, question="Job?", response=response, protocol="evidence")
+    gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
+                                 persona=persona, question="Job?", response=response, protocol="evidence")
     assert plain.inputs["check:in_character"] >= 0.5
     assert plain.expected == pytest.approx(1 + 4 * WEIGHED.share(plain.inputs))  # the share, whole
     assert gated.inputs["check:in_character"] < 0.5 and gated.score == 1
@@ -407,7 +393,7 @@ def test_checks_read_from_the_text_are_weighed_beside_the_asked_ones() -> None:
     assert checklist_score(checks, answers, None, (1, 5), facts=1, read=[(read[0][0], 0.7)])[:2] == (5, None)
 
 
-GROUNDED = EvidenceModel(inputs=("new_persona_stems",), mean=(1.0,), scale=(1.0,), weights=(2.0,),
+GROUNDED = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(2.0,),
                          intercept=0.0)
 
 
@@ -433,7 +419,7 @@ async def test_the_grounding_check_is_read_from_the_text_under_evidence_only(
     # The judge answers both alike; the text tells them apart, under evidence only.
     assert scored[grounded, "checklist"].score == scored[generic, "checklist"].score == 5
     assert scored[grounded, "evidence"].expected > scored[generic, "evidence"].expected
-    share = GROUNDED.share({"new_persona_stems": new_persona_stems(Text(persona, "Roundup?", grounded))})
+    share = GROUNDED.share({"knowledge_stems": knowledge_stems(Text(persona, "Roundup?", grounded))})
     assert scored[grounded, "evidence"].inputs["check:grounding"] == pytest.approx(share)
     assert f"grounding (read from the text): P good {share:.2f}" in scored[grounded, "evidence"].rationale
     assert "check:grounding" not in scored[grounded, "checklist"].inputs
