@@ -238,10 +238,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help=f"write personagraph/{EVIDENCE_FILE}")
+    parser.add_argument("--usr-only", action="store_true",
+                        help="USR alone (no cross-source figures): while CharacterBench's features are computed")
     args = parser.parse_args()
 
     print(machine(), flush=True)
-    replies = load(args.dev)
+    replies = [r for r in load(args.dev) if r.source == "usr" or not args.usr_only]
     inputs = (n for chosen in CANDIDATES.values() for n in chosen)
     needed = tuple(dict.fromkeys((*inputs, *GROUNDING_INPUTS, *BASELINES)))
     columns = asyncio.run(features(replies, needed, args.cache))
@@ -259,10 +261,11 @@ def main() -> None:
     for label, inputs in CANDIDATES.items():
         x = np.column_stack([columns[n] for n in inputs])
         print(f"\n{label}{' (chosen)' if label == CHOSEN else ''}: {', '.join(inputs)}")
-        cross = cross_source(x, share, usr, args.c)
-        print("  cross-source (fitted on the other source):")
-        for line in file_figures(cross, replies, columns, args.seed):
-            print(f"    {line}")
+        if not usr.all():
+            cross = cross_source(x, share, usr, args.c)
+            print("  cross-source (fitted on the other source):")
+            for line in file_figures(cross, replies, columns, args.seed):
+                print(f"    {line}")
         within = cross_validate(x, share, groups, args.c, args.repeats, args.seed)
         print(f"  within (5-fold CV by context / character, {args.repeats} repeats; the first):")
         for line in file_figures(within[0], replies, columns, args.seed):

@@ -3,14 +3,18 @@
 # and installs it with its shared libraries into the virtualenv: .venv/lib/personagraph-llama/.
 #
 # Portable by construction: GGML_NATIVE=OFF with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS builds one CPU
-# backend per x86-64 level (x64, sse42, … haswell, skylakex, icelake, … sapphirerapids with AMX) and
-# ggml loads the best one for the CPU it runs on, at start. Never the native-CPU flags: a binary built on one
-# CPU must not be reused on another (pip's wheel cache did exactly that with llama-cpp-python).
+# backend per x86-64 level and ggml loads the best one for the CPU it runs on, at start. Never the
+# native-CPU flags: a binary built on one CPU must not be reused on another. Of ggml's 14 x86 variants the
+# build keeps those that differ in what the embedded models use (VARIANTS): x64, sse42 (x86-64-v2), haswell
+# (AVX2, v3), skylakex (AVX-512, v4), icelake (AVX-512 VNNI), zen4, alderlake (AVX-VNNI without AVX-512)
+# and sapphirerapids (AMX); a CPU between two of them loads the lower one. The others (sandybridge,
+# ivybridge, piledriver, cannonlake, cascadelake, cooperlake) only added compile time. llamafile's sgemm
+# is left out too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
 # The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
 #
 # Usage: bash scripts/build_llama_server.sh [VENV]      (default: .venv)
-# Takes ~13 minutes on 2 cores (measured: see README); set JOBS to change the parallelism.
+# Takes ~8 minutes on 2 cores (measured: docs/benchmarks.md#install); set JOBS to change the parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,12 +24,13 @@ version="0.3.36"
 sdist_sha256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 flags=(
   -DCMAKE_BUILD_TYPE=Release
-  -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DBUILD_SHARED_LIBS=ON
+  -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DBUILD_SHARED_LIBS=ON -DGGML_LLAMAFILE=OFF
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF  # the prebuilt UI is a download
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
 )  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
-stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]}"
+dropped=(sandybridge ivybridge piledriver cannonlake cascadelake cooperlake)  # CPU variants not built
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} without ${dropped[*]}"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
   echo "llama-server $version already built in $dest"
@@ -33,7 +38,7 @@ if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "
 fi
 
 # A finished build is also kept in the user's cache, keyed by its stamp, so that a second virtualenv (a
-# fresh clone, CI on the same machine) copies it instead of compiling for 13 minutes again. Safe to share
+# fresh clone, CI on the same machine) copies it instead of compiling again. Safe to share
 # between machines and CPUs because the build holds every CPU variant and chooses at run time; a build
 # with one machine's native flags could not be shared like this.
 cache_root="${PERSONAGRAPH_CACHE_DIR:-$HOME/.cache/personagraph}/llama-server"
@@ -59,12 +64,17 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-echo "building llama-server $version (all x86-64 CPU variants; ~13 minutes on 2 cores) ..."
+echo "building llama-server $version (every x86-64 CPU level; ~8 minutes on 2 cores) ..."
 printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$version" "$sdist_sha256" >"$work/requirements.txt"
 "$venv/bin/pip" download -q --no-deps --no-binary :all: --require-hashes \
   -r "$work/requirements.txt" -d "$work"
 tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
+for variant in "${dropped[@]}"; do  # one line each in ggml's list of x86 variants
+  grep -Eq "^\s*ggml_add_cpu_backend_variant\($variant\s" "$src/ggml/src/CMakeLists.txt" \
+    || { echo "error: ggml lists no CPU variant $variant to leave out (another llama.cpp?)" >&2; exit 1; }
+  sed -i -E "/^\s*ggml_add_cpu_backend_variant\($variant\s/d" "$src/ggml/src/CMakeLists.txt"
+done
 "$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" >"$work/cmake.log" \
   || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
 "$cmake_bin" --build "$work/build" -j "${JOBS:-$(nproc)}" --target llama-server >"$work/build.log" 2>&1 \

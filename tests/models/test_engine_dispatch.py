@@ -1,0 +1,66 @@
+"""The engine's build runs on every x86-64 level: ggml loads the best CPU variant the machine supports, and
+each variant a lesser machine would load answers here too (every variant below this CPU's is a subset of
+its instructions). The AMX variant is what an AMX machine loads; with ``--no-repack`` it must not crash."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from personagraph.models.engine import Engine, server_path
+from personagraph.models.openai_http import close_sessions, post_json
+from personagraph.models.spec import LOCAL_MODELS
+
+LEVELS = ("x64", "sse42", "haswell", "skylakex", "icelake", "zen4", "alderlake", "sapphirerapids")
+"""The CPU variants the build keeps (scripts/build_llama_server.sh), lowest first."""
+
+
+def _cpu_flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")),
+                set())
+
+
+NEEDS = {"x64": set(), "sse42": {"sse4_2"}, "haswell": {"avx2", "fma", "bmi2"},
+         "skylakex": {"avx512f", "avx512bw"}, "icelake": {"avx512_vnni", "avx512vbmi"},
+         "zen4": {"avx512_vnni", "avx512_bf16"}, "alderlake": {"avx_vnni"},
+         "sapphirerapids": {"amx_tile", "amx_int8"}}
+
+
+def test_the_build_holds_one_library_per_kept_variant_and_no_other() -> None:
+    folder = server_path().parent
+    if not folder.is_dir():
+        pytest.skip("llama-server is not built (bash scripts/build_llama_server.sh)")
+    built = {p.name.removeprefix("libggml-cpu-").removesuffix(".so") for p in folder.glob("libggml-cpu-*.so")}
+    assert built == set(LEVELS)
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("variant", [v for v in LEVELS if NEEDS[v] <= _cpu_flags()])
+def test_each_variant_this_cpu_can_run_answers(variant: str, tmp_path: Path) -> None:
+    """The build folder copied with only ``variant``'s CPU library: ggml loads it, and the server answers."""
+    source = server_path().parent
+    for path in source.iterdir():
+        if not path.name.startswith("libggml-cpu-") or path.name == f"libggml-cpu-{variant}.so":
+            shutil.copy2(path, tmp_path / path.name, follow_symlinks=False)
+    engine = Engine(LOCAL_MODELS["qwen2.5-coder-0.5b"], slots=1)
+
+    async def ask() -> dict:
+        try:
+            root = (await engine.base_url()).removesuffix("/v1")
+            return await post_json(root + "/completion", {"prompt": "The capital of France is", "n_predict": 4,
+                                                          "temperature": 0.0}, timeout_s=300)
+        finally:
+            await close_sessions()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PERSONAGRAPH_LLAMA_SERVER", str(tmp_path / "llama-server"))
+        try:
+            reply = asyncio.run(ask())
+        finally:
+            engine.stop()
+    assert reply.get("content", "").strip(), reply
+    assert not engine.deaths  # a variant that dies at start (SIGILL) is recorded here
