@@ -5,9 +5,9 @@ Sources (``../shared/benchmarks/judge-dev``): USR PersonaChat (``usr_knowledge.j
 ``usr_overall.jsonl``: 150 dialogue replies, 30 contexts; target the share of the scale people gave,
 (Uses Knowledge + (Overall − 1) / 4) / 2) and CharacterBench's attribute consistency
 (``characterbench_attribute_consistency_bot.jsonl`` and ``…_human.jsonl``: role-play replies scored 1–4
-against the character's profile, 1 for a contradiction; target (score − 1) / 3). Inputs: the text and likelihood features of ``judges/features.py``
-(the likelihoods read from the embedded 1.5B's engine; no judge call: the fitted model reads none). The
-model is a logistic regression on standardised inputs with soft labels (each reply twice, as 1 and 0,
+against the character's profile, 1 for a contradiction; target (score − 1) / 3). Inputs: the text and
+likelihood features of ``judges/features.py`` (the likelihoods read from the embedded 1.5B's engine; no
+judge call: the fitted model reads none). The model is a logistic regression on standardised inputs with soft labels (each reply twice, as 1 and 0,
 weighted by its target share), L2 ``--c``.
 
 Honest figures, printed per candidate input set beside the baselines:
@@ -239,7 +239,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help=f"write personagraph/{EVIDENCE_FILE}")
     parser.add_argument("--usr-only", action="store_true",
-                        help="USR alone (no cross-source figures): while CharacterBench's features are computed")
+                        help="USR alone (no cross-source figures), while CharacterBench's are computed")
     args = parser.parse_args()
 
     print(machine(), flush=True)

@@ -20,8 +20,8 @@ LEVELS = ("x64", "sse42", "haswell", "skylakex", "icelake", "zen4", "alderlake",
 
 def _cpu_flags() -> set[str]:
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")),
-                set())
+    flags = (line.split(":", 1)[1] for line in text.splitlines() if line.startswith("flags"))
+    return set(next(flags, "").split())
 
 
 NEEDS = {"x64": set(), "sse42": {"sse4_2"}, "haswell": {"avx2", "fma", "bmi2"},
@@ -51,8 +51,8 @@ def test_each_variant_this_cpu_can_run_answers(variant: str, tmp_path: Path) -> 
     async def ask() -> dict:
         try:
             root = (await engine.base_url()).removesuffix("/v1")
-            return await post_json(root + "/completion", {"prompt": "The capital of France is", "n_predict": 4,
-                                                          "temperature": 0.0}, timeout_s=300)
+            body = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0.0}
+            return await post_json(root + "/completion", body, timeout_s=300)
         finally:
             await close_sessions()
 
