@@ -7,8 +7,8 @@ Sources (``../shared/benchmarks/judge-dev``): USR PersonaChat (``usr_knowledge.j
 (``characterbench_attribute_consistency_bot.jsonl`` and ``…_human.jsonl``: role-play replies scored 1–4
 against the character's profile, 1 for a contradiction; target (score − 1) / 3). Inputs: the text and
 likelihood features of ``judges/features.py`` (the likelihoods read from the embedded 1.5B's engine; no
-judge call: the fitted model reads none). The model is a logistic regression on standardised inputs with soft labels (each reply twice, as 1 and 0,
-weighted by its target share), L2 ``--c``.
+judge call: the fitted model reads none). The model is a logistic regression on standardised inputs
+with soft labels (each reply twice, as 1 and 0, weighted by its target share), L2 ``--c``.
 
 Honest figures, printed per candidate input set beside the baselines:
 
