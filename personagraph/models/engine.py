@@ -55,6 +55,10 @@ SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary 
 # 4096 tokens per slot (the old single context) fits the longest judge prompt plus its reply; KV costs
 # ~115 MB a slot for the 1.5B model.
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
+# Host memory for prompts the server keeps beyond its slots (llama.cpp's prompt cache; its default is 8 GiB):
+# the slots' own KV already holds the prefix a verdict's calls share, and an embedded run's whole process
+# tree is meant to fit in 2.5 GB (bench/embedded.py prints its peak).
+CACHE_RAM_MB = 256
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # Measured on this project's 2-core KVM Xeon with AMX (load average 6-16, shared; llama.cpp of
 # llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M):
@@ -214,7 +218,7 @@ class Engine:
         command = [
             str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
             "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
-            "--threads", threads, "--threads-batch", threads, "--cache-ram", "1024",
+            "--threads", threads, "--threads-batch", threads, "--cache-ram", str(CACHE_RAM_MB),
             "--no-webui", "--log-timestamps", *NO_REPACK, *self.extra_args,
         ]
         self._url = ""  # not ready: no call is sent to the old process's address while this one loads
