@@ -37,8 +37,8 @@ import pytest
 from personagraph.api import aevaluate, asimulate
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
-from personagraph.evaluators import run_sync
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL, parse_spec
+from personagraph.runs.base import run_to_completion
 from personagraph.runs.eval import EvalSummary
 from personagraph.runs.plugins import is_plugin_path, load_plugins, object_name
 from personagraph.runs.simulate import SimulateSummary
@@ -306,7 +306,7 @@ def _sync(coroutine: Any) -> Any:
     shows the test's line rather than the event loop's frames."""
     __tracebackhide__ = True
     try:
-        return run_sync(coroutine)
+        return run_to_completion(coroutine)
     except PersonaAssertionError as failed:
         raise PersonaAssertionError(str(failed)) from None
 

@@ -34,7 +34,8 @@ import functools
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -217,13 +218,25 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def synchronous(func: Callable[P, Awaitable[T]], name: str | None = None) -> Callable[P, T]:
-    """The sync twin of an async function: same arguments, run to completion with ``asyncio.run``
-    (so it cannot be called from a running event loop: use the async one there)."""
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Runs a coroutine to completion from sync code: on this thread, or on a worker thread with an event
+    loop of its own when this thread already runs one (a notebook cell, an async test calling sync code),
+    where ``asyncio.run`` would refuse."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def synchronous(func: Callable[P, Coroutine[Any, Any, T]], name: str | None = None) -> Callable[P, T]:
+    """The sync twin of an async function: same arguments, run to completion by :func:`run_to_completion`
+    (so it works in a notebook cell too)."""
 
     @functools.wraps(func)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return asyncio.run(func(*args, **kwargs))  # type: ignore[arg-type]
+        return run_to_completion(func(*args, **kwargs))
 
     twin.__name__ = twin.__qualname__ = name or f"{func.__name__}_sync"
     twin.__doc__ = f"Synchronous :func:`{func.__name__}` (same arguments). {func.__doc__ or ''}"
