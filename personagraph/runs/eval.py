@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from personagraph.agents import Agent
 from personagraph.agents.controls import contrast_persona, control_names, control_standing
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
+from personagraph.graphs.persona_eval import Scoring
 from personagraph.judges.base import Judge
 from personagraph.judges.judge import ready_protocol
 from personagraph.judges.protocols import reads_exemplars
@@ -139,6 +141,11 @@ class EvalConfig(BaseModel):
             "exemplars": questions if self.reads_exemplars() else 0,
             "verdicts": questions * answering * len(self.judges),
         }
+
+    def scoring(self) -> Scoring:
+        """How this run's scores are computed (the same in ``summary.json`` and the graph's final state)."""
+        return Scoring(judges=self.judges, seed=self.seed, score_kind=self.score_kind,
+                       non_answers=self.non_answers, samples=self.samples, pass_threshold=self.pass_threshold)
 
     def answering(self) -> list[str]:
         """Every name that answers the questions: the models under test (``samples`` answers per question
@@ -347,9 +354,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
     outcomes = [unit_outcome(store, p, config) for p in config.personas]
     summary = EvalSummary(
-        **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
-                           tasks=tasks, score_kind=config.score_kind, samples=config.samples,
-                           pass_threshold=config.pass_threshold),
+        **summarize_scores(answers, verdicts, tasks=tasks, **asdict(config.scoring())),
         controls=_controls(every_answer, every_verdict, config, tasks) if config.controls else {},
         personas=len(config.personas),
         personas_finished=sum(o.done for o in outcomes),
