@@ -22,7 +22,7 @@ from personagraph.files import check_output_file, write_output
 from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
-from personagraph.report.evaldata import items, judges_of, verdict_scores
+from personagraph.report.evaldata import items, judges_of, persona_scores, verdict_scores
 from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run, load_runs
 from personagraph.report.markup import esc, kv_html, table_html
@@ -253,25 +253,18 @@ def _sample_spread(run: Run, page: Page) -> str:
 
 
 def _per_persona(run: Run, page: Page) -> str:
-    rows = items(run)
-    personas = list(dict.fromkeys(i["persona"] for i in rows))
-    models = list(run.summary.get("models", {}))
-    if len(personas) < 1 or not models:
+    try:
+        scores = persona_scores(run)
+    except ValueError:  # a config that does not parse: the headline says what the summary holds
         return ""
-    table_rows = []
-    for persona in personas:
-        row: dict[str, Any] = {"persona": persona}
-        for model in models:
-            task_means = []
-            for task in TASK_NAMES:
-                scores = [i["score"] for i in rows if i["persona"] == persona and i["model"] == model
-                          and i["task"] == task and i["score"] is not None]
-                if scores:
-                    task_means.append(sum(scores) / len(scores))
-            row[model] = sum(task_means) / len(task_means) if task_means else None
-        table_rows.append(row)
+    models = list(run.summary.get("models", {}))
+    if not scores or not models:
+        return ""
+    rows = [{"persona": persona, **by_model} for persona, by_model in scores.items()]
+    kind = run.summary.get("score_kind", "integer")
     table = Table("PersonaScore per persona", [Column("persona", "persona")] + [Column(m, m, "score") for m in models],
-                  table_rows, note="Mean of the persona's task scores (few items per persona: read as a hint).")
+                  rows, note=f"Each persona's PersonaScore, computed as the model's (scores: {kind}); few items "
+                             "per persona: read as a hint.")
     return table_html(table, caption=True)
 
 
@@ -285,9 +278,11 @@ def _verdict_html(verdict: dict[str, Any]) -> str:
             f' — {esc(verdict.get("error"))}<div class="text muted">{esc(verdict.get("raw"))}</div></div>')
 
 
-def _item_html(item: dict[str, Any]) -> str:
+def _item_html(item: dict[str, Any], samples: int) -> str:
     score = "—" if item["score"] is None else f"{item['score']:.2f}"
     pills = [f'<span class="pill">{esc(item["model"])}</span>', f'<span class="pill">{esc(item["task"])}</span>']
+    if samples > 1:  # the samples of a question are otherwise identical cards
+        pills.append(f'<span class="pill">sample {item.get("sample", 0) + 1}/{samples}</span>')
     if item.get("refusal"):
         pills.append('<span class="pill bad">refusal</span>')
     if item.get("status") != "ok":
@@ -308,10 +303,12 @@ def _lowest(run: Run, page: Page, limit: int) -> str:
     unscored = [i for i in rows if i["score"] is None]
     if not scored and not unscored:
         return ""
-    body = "".join(_item_html(i) for i in scored[:limit])
+    samples = run.config.get("samples", 1) if isinstance(run.config.get("samples"), int) else 1
+    body = "".join(_item_html(i, samples) for i in scored[:limit])
     if unscored:
-        body += (f"<details><summary>{len(unscored)} answer(s) without a score (failed answer or every verdict "
-                 "failed)</summary>" + "".join(_item_html(i) for i in unscored[:limit]) + "</details>")
+        body += (f"<details><summary>{len(unscored)} answer(s) without a score (every verdict failed, or a "
+                 "non-answer left out)</summary>" + "".join(_item_html(i, samples) for i in unscored[:limit])
+                 + "</details>")
     note = f"The {min(limit, len(scored))} lowest item scores of {len(scored)}, with every judge's rationale."
     return f'<h3>Lowest-scored items</h3><p class="note">{esc(note)}</p>{body}'
 
@@ -379,6 +376,8 @@ def _config(run: Run, page: Page) -> str:
         for key in ("models", "judges", "generator", "model", "judge", "user", "seed"):
             if key in config:
                 value = config[key]
+                if key == "generator" and not value and run.is_eval and config.get("judges"):
+                    value = f"{config['judges'][0]} (the first judge)"  # what runs/eval.py uses then
                 pairs.append((key, ", ".join(map(str, value)) if isinstance(value, list) else value))
     if isinstance(versions, dict):
         pairs += [(f"version: {k}", v) for k, v in versions.items()]
