@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from string import Template
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.files import check_output_file, write_output
+from personagraph.files import check_output_file, write_atomic, write_output
 from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
@@ -47,10 +48,12 @@ class Section:
 
 
 class Page:
-    """Renders figures to ``<div>``s; the plotly library is inlined once in the page head."""
+    """Renders figures to ``<div>``s; the plotly library is inlined once in the page head, or, with
+    ``plotly_src``, loaded from that file (a path relative to the page: one shared copy for many pages)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plotly_src: str | None = None) -> None:
         self.figures = 0
+        self.plotly_src = plotly_src
 
     def figure(self, fig: Any) -> str:
         self.figures += 1
@@ -61,6 +64,8 @@ class Page:
     def head_script(self) -> str:
         if not self.figures:
             return ""
+        if self.plotly_src is not None:
+            return f'<script type="text/javascript" src="{esc(self.plotly_src)}"></script>'
         from plotly.offline import get_plotlyjs  # only for a report with charts
 
         return f'<script type="text/javascript">{get_plotlyjs()}</script>'
@@ -423,11 +428,12 @@ def run_sections(run: Run, page: Page, *, lowest: int = 10) -> list[str]:
     return [part for part in parts if part]
 
 
-def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10) -> str:
-    """The report page for loaded runs (see :func:`write_report`)."""
+def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10,
+                 plotly_src: str | None = None) -> str:
+    """The report page for loaded runs (see :func:`write_report`; ``plotly_src``: see :class:`Page`)."""
     if not runs:
         raise PersonagraphError("report: give at least one run directory")
-    page = Page()
+    page = Page(plotly_src)
     sections = [s for s in (_overview(runs, page), _headline(runs, page), _radars(runs, page)) if s]
     for run in runs:
         parts = run_sections(run, page, lowest=lowest)
@@ -448,8 +454,11 @@ def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10)
     return page_html.replace(_SCRIPT_SLOT, page.head_script(), 1)
 
 
-def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | None = None, lowest: int = 10) -> Path:
-    """Writes the report of these run directories to ``out`` (one self-contained HTML file).
+def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | None = None, lowest: int = 10,
+                 assets: Path | None = None) -> Path:
+    """Writes the report of these run directories to ``out``: one self-contained HTML file, or, with
+    ``assets`` (a directory), a page that loads the plotting library from one copy kept there (many
+    reports, as the pytest plugin writes them, then weigh kilobytes instead of megabytes each).
 
     Raises:
         PersonagraphError: a path that is not a run directory, an unreadable store, an unwritable output.
@@ -458,4 +467,21 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | No
     # before the work: a mistyped -o must not cost a report, a run store or a file of a run directory
     check_output_file(out, label, keep_run_files=True)
     runs = load_runs(list(run_dirs))
-    return write_output(out, build_report(runs, title=title, lowest=lowest), label, keep_run_files=True)
+    plotly_src = None
+    if assets is not None:
+        library = _shared_plotly(assets)
+        plotly_src = Path(os.path.relpath(library, Path(out).resolve().parent)).as_posix()
+    page = build_report(runs, title=title, lowest=lowest, plotly_src=plotly_src)
+    return write_output(out, page, label, keep_run_files=True)
+
+
+def _shared_plotly(assets: Path) -> Path:
+    """The plotting library in ``assets``, written once per plotly version."""
+    import plotly
+    from plotly.offline import get_plotlyjs
+
+    library = assets.resolve() / f"plotly-{plotly.__version__}.min.js"
+    if not library.is_file():
+        assets.mkdir(parents=True, exist_ok=True)
+        write_atomic(library, get_plotlyjs())
+    return library
