@@ -205,11 +205,13 @@ class Summary(BaseModel):
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """Progress of one stage of a run: ``done`` of ``total`` items (``total`` None while unknown)."""
+    """Progress of one stage of a run: ``done`` of ``total`` items (``total`` None while unknown), of which
+    ``reused`` were finished by an earlier run in the same directory and are not done again."""
 
     stage: str
     done: int
     total: int | None
+    reused: int = 0
 
 
 ProgressHandler = Callable[[ProgressEvent], None]
@@ -321,6 +323,7 @@ class Run:
         self._on_progress = on_progress
         self._done: dict[str, int] = {}
         self._totals: dict[str, int | None] = {}
+        self._reused: dict[str, int] = {}
         self._started = time.perf_counter()
         self._store: RunStore | None = None
 
@@ -385,20 +388,26 @@ class Run:
             self.store.set_meta(key, without_secrets(value))
 
     # --- progress -------------------------------------------------------------------------------------
-    def expect(self, stage: str, total: int | None) -> None:
-        """Announces a stage and how many items it will finish (None: not known yet)."""
+    def expect(self, stage: str, total: int | None, reused: int = 0) -> None:
+        """Announces a stage and how many items it has (None: not known yet), of which ``reused`` are
+        already finished in the run directory (counted done from the start: a finished run run again
+        shows every stage complete, not at 0)."""
         self._totals[stage] = total
-        self._done.setdefault(stage, 0)
+        self._reused[stage] = reused
+        self._done[stage] = self._done.get(stage, 0) + reused
         self._emit(stage)
 
-    def advance(self, stage: str, n: int = 1) -> None:
-        """Counts ``n`` finished items of ``stage``."""
+    def advance(self, stage: str, n: int = 1, *, reused: bool = False) -> None:
+        """Counts ``n`` finished items of ``stage`` (``reused``: finished by an earlier run, not done now)."""
         self._done[stage] = self._done.get(stage, 0) + n
+        if reused:
+            self._reused[stage] = self._reused.get(stage, 0) + n
         self._emit(stage)
 
     def _emit(self, stage: str) -> None:
         if self._on_progress is not None:
-            self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage)))
+            self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage),
+                                            self._reused.get(stage, 0)))
 
     # --- retry on resume -------------------------------------------------------------------------------
     def pending(self, failures: list[FailedItem] | None) -> bool:
@@ -513,7 +522,7 @@ async def generate_pending(
     """
     stored = {record["id"]: record for record in run.store.records(kind, unit=unit)}
     todo = [item for item in items if run.pending(record_failures(GENERATIONS, stored.get(item.id), model))]
-    run.expect(stage, len(todo))
+    run.expect(stage, len(items), reused=len(items) - len(todo))
 
     async def one(item: ItemT) -> None:
         run.store.put(kind, f"{unit}|{item.id}", await generate(item), unit=unit)

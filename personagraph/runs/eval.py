@@ -33,7 +33,7 @@ from personagraph.resources import data_hash
 from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
-from personagraph.runs.executors.base import unit_outcome
+from personagraph.runs.executors.base import unit_end, unit_outcome, unit_to_run
 from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Seed, Verdict
 from personagraph.store import RunStore
@@ -247,9 +247,12 @@ async def run(
             prompts={name: load_prompt(name).version for name in PROMPTS}
             | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
         )
+        finished = [p for p in config.personas if unit_end(run.store, p, config) is not None
+                    and not unit_to_run(run.store, p, config)]  # units that will not run again
+        reused = config.model_copy(update={"personas": finished}).stage_totals()
         for stage, total in config.stage_totals().items():
             if total:
-                run.expect(stage, total)
+                run.expect(stage, total, reused=reused[stage])
         job = EvalJob(
             config=config,
             run_dir=Path(run_dir),
