@@ -208,8 +208,8 @@ class Columns:
                     out.add_section()
                 out.add_row(Text(line.label), *(Text(cells[j]) for _, cells, _ in group), style=line.style)
             yield out
-        if legend:
-            yield Text("\n".join(legend), style="dim")
+        if legend:  # each name on a line of its own (folded only where it is wider than the terminal)
+            yield Text("\n".join(legend), style="dim", overflow="fold")
 
 
 def _eval_view(run: Run) -> list[RenderableType]:

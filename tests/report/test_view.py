@@ -101,3 +101,16 @@ def test_view_at_80_columns_shows_every_spec_and_task_whole(tmp_path) -> None:
     assert all(len(line) <= 80 for line in lines), text
     for name in [*models, *judges, "test:gen", *TASK_NAMES, "env_selector", "exemplar_gen", "question_gen"]:
         assert any(name in line for line in lines), f"{name!r} is split:\n{text}"
+
+
+def test_a_name_wider_than_the_terminal_is_numbered_and_named_whole_below() -> None:
+    from personagraph.report.view import Columns, Line
+
+    name = "openai@a-very-long-endpoint-name:org/" + "a-model-name-that-goes-on-" * 2 + "and-on"
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(Columns("PersonaScore (1–5)", [name, SHORT],
+                          [Line("Persona Consistency", ["3.40", "2.60"])]))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert any("(1)" in line and SHORT in line for line in lines)  # side by side, under its number
+    legend = lines[next(i for i, line in enumerate(lines) if line.startswith("(1) ")):]
+    assert "".join(line.strip() for line in legend) == f"(1){name}", lines  # wider than 80: folded, in full
