@@ -153,8 +153,8 @@ def eval_command(
 
 
 def _fast_event_loop() -> asyncio.AbstractEventLoopPolicy:
-    """Uses uvloop when it is installed (bench/throughput.py at C = 128: framework CPU per call 2.1 →
-    1.8 ms, wall −20%); returns the policy to restore afterwards."""
+    """Uses uvloop when it is installed (less framework CPU per call at high concurrency:
+    ``bench/throughput.py``); returns the policy to restore afterwards."""
     previous = asyncio.get_event_loop_policy()
     try:
         import uvloop

@@ -9,8 +9,8 @@ by :func:`~personagraph.judges.scoring.summarize_scores` as the run's ``summary.
 run shows the result it reports.
 
 Why a question is one node and not three stages (answers ‖ exemplars, then verdicts): LangGraph runs
-supersteps, so a stage barrier made every verdict wait for the slowest exemplar of the persona (the
-embedded quick run: the first exemplar was ready at 127 s, verdicts began at 193 s). Inside one node a
+supersteps, so a stage barrier would make every verdict wait for the slowest exemplar of the persona
+(docs/benchmarks.md#quick-run: it cost the quick run about a minute). Inside one node a
 question's calls still run concurrently and the model layer's cache still makes a resumed node repeat no
 finished call; the graph keeps its four dependent round trips (select → questions → answers ‖ exemplars
 → verdicts).

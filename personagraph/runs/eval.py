@@ -40,13 +40,9 @@ from personagraph.store import RunStore
 
 KIND = "eval"
 # ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, answers of at
-# most 128 tokens, the first judge). Taking the 3 nearest with no selector call (a shortlist of 3) was tried
-# on 2026-12-02 and not kept: in 8 alternating quick runs on a 2-core Xeon host it was not faster (mean 164
-# against 153 s, host noise ±20 s), and its homogeneous settings drew longer answers. The answer cap is the
-# quick run's critical path on 2 cores: a 256-token answer on the embedded 0.5B took 38 s, and its verdict
-# could only start after it. 160 until 2026-12-02: in 8 quick runs 4 of 5 answers often ran to the cap,
-# their last ~30 tokens repeating a sentence or listing recipe steps, and every capped token is decoded by
-# the 0.5B and read by the judge.
+# most 128 tokens, the first judge). The selector call stays (without it the run was not faster), and the
+# answer cap is the run's critical path on 2 cores: each answer's verdict starts only after it
+# (docs/benchmarks.md#quick-run).
 QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults

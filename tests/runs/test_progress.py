@@ -1,5 +1,5 @@
 """Every run kind reports its progress as the CLI draws it: each stage announces a total the library knows
-and its last event reaches it (a bar that stops short, or none at all, is what issue 17 complained of)."""
+and its last event reaches it (no bar stops short, and none is missing)."""
 
 from __future__ import annotations
 
