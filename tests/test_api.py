@@ -98,7 +98,7 @@ def test_the_top_level_names_every_run_kind() -> None:
     assert {"Persona", "Agent", "Summary"} <= set(personagraph.__all__)
 
 
-SYNC_VERBS = {  # every sync verb but memory_dialogue (tests/memory/test_dialogue_outcome.py), test models
+SYNC_VERBS = {  # every sync verb but memory_dialogue (tests/memory/test_dialogue_eval.py), test models
     "evaluate": lambda d: personagraph.evaluate("A nurse", models=["test:agent"], run_dir=d / "run",
                                                 **CONFIG),
     "meta_evaluate": lambda d: personagraph.meta_evaluate(

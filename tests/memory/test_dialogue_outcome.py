@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from personagraph import amemory_dialogue, memory_dialogue
+from personagraph import amemory_dialogue
 from personagraph.errors import PersonagraphError
 from tests.runs.switch import assert_kept_then_recovered, switch_model
 
@@ -79,17 +79,3 @@ async def test_a_damaged_record_is_one_line_and_its_delete_keeps_the_others(
     db.close()
     redone = await again()  # the deleted row is written again, from the response cache
     assert redone.llm_calls == 0 and redone.exit_code == first.exit_code == 0
-
-
-async def test_the_sync_verb_runs_inside_a_running_event_loop(
-    tmp_path: Path, madial_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As in a notebook cell (the other verbs: tests/test_api.py)."""
-    monkeypatch.setattr(
-        "personagraph.memory.madial.facts",
-        lambda: {"memory_split": 76, "users": {}, "conversation_date": "2024-06-15"},
-    )
-    dialogues, memories = madial_files
-    summary = memory_dialogue(dialogues, memories, setting=1, model="test:default", judge="test:judge",
-                              run_dir=tmp_path / "run")
-    assert summary.exit_code == 0 and summary.llm_calls > 0
