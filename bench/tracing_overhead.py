@@ -5,7 +5,7 @@ takes the untraced path. This bench runs the throughput bench's full pipeline (`
 OpenAI server in its own process, this process's CPU divided by its calls) with the hook as shipped
 ("hooked") and with ``ModelClient._call`` going straight to the untraced path ("bare"), in rounds of one
 run each, alternating which goes first, so that a drift of the shared machine's load falls on both.
-Target (issue 17): hooked CPU per call within 5% of bare. A run's CPU per call moves by ~10% between
+Target: hooked CPU per call within 5% of bare. A run's CPU per call moves by ~10% between
 back-to-back runs on a shared VM, so the verdict needs the 95% interval of the paired change inside ±5%,
 not just its mean. It also times the check alone, which is the whole difference between the two.
 

@@ -3,8 +3,8 @@
 1. MkDocs hook: the CLI reference is generated from the typer app at every build, so it cannot drift.
    ``docs/reference/cli.md`` holds the marker ``<!-- cli-reference -->``; :func:`on_page_markdown` replaces it
    with one section per command (help, usage, arguments, options with their defaults), walked from
-   ``personagraph.cli.app`` as ``personagraph --help`` sees it. ``tests/docs`` checks every flag is on the
-   built page.
+   ``personagraph.cli.app`` as ``personagraph --help`` sees it (a default only the help text states, as
+   ``(default 5)``, fills the default column too). ``tests/docs`` checks every flag is on the built page.
 2. Griffe extension :class:`SphinxRoles`: the package's docstrings cross-reference in Sphinx's way
    (``:class:`~personagraph.agents.Agent```); the API reference shows those as code (``Agent``).
 """
@@ -66,8 +66,22 @@ def _default(param: Any) -> str:
     return f"`{value}`"
 
 
+_HELP_DEFAULT = re.compile(r"(?:\(|; |^)(?:repeatable; )?default:? (?P<value>[^;)]+?)(?=\)|;|\.(?:\s|$)|$)")
+
+
+def _help_default(help_text: str | None) -> str:
+    """The default a help text states in its first sentence (``(default 5)``, ``(repeatable; default X)``,
+    ``; default: the first judge``) or in a sentence of its own (``Default: …``): a default the config or
+    the environment supplies, which the option's own default (None) does not show."""
+    sentences = re.split(r"(?<!e\.g)(?<!i\.e)\.\s", " ".join((help_text or "").split()))
+    found = _HELP_DEFAULT.search(sentences[0]) or next(
+        (m for sentence in sentences[1:] if (m := re.match(r"Default:? (?P<value>[^;]+)", sentence))), None)
+    return _text(found.group("value").rstrip(".")) if found else ""
+
+
 def _option_names(param: Any) -> str:
-    return " / ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
+    """The option's names, one per line (a flag is never broken: ``docs/stylesheets/extra.css``)."""
+    return "<br>".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
 
 
 def _type(param: Any) -> str:
@@ -111,7 +125,8 @@ def reference(app: Any = None) -> str:
         if options:
             out += ["| option | type | description | default |", "|---|---|---|---|"]
             for param in options:
-                cells = (_option_names(param), _type(param), _text(param.help), _default(param))
+                cells = (_option_names(param), _type(param), _text(param.help),
+                         _default(param) or _help_default(param.help))
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
     return "\n".join(out)

@@ -19,10 +19,8 @@ Session judges (:func:`create_session_judge`) judge a whole conversation as ``si
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from langchain_core.messages import convert_to_openai_messages
 
@@ -39,12 +37,12 @@ from personagraph.judges.session import SESSION_RUBRIC, score_turn, session_verd
 from personagraph.models import Endpoint
 from personagraph.models.spec import DEFAULT_JUDGE
 from personagraph.resources import list_dir
+from personagraph.runs.base import run_to_completion
 from personagraph.runs.plugins import judge_for, object_name
 from personagraph.runs.simulate import SimulateConfig
 from personagraph.schemas import Answer, Persona, Question, Task
 
 EvaluatorResult = dict[str, Any]
-T = TypeVar("T")
 Evaluator = Callable[..., EvaluatorResult]
 AsyncEvaluator = Callable[..., Awaitable[EvaluatorResult]]
 ScoreKind = Literal["expected", "integer"]
@@ -152,17 +150,6 @@ def _scaled(value: float | None, scale: tuple[int, int], normalize: bool) -> flo
         return value
     low, high = scale
     return round((value - low) / (high - low), 4)
-
-
-def run_sync(coroutine: Awaitable[T]) -> T:
-    """Runs a coroutine to completion from sync code: on this thread, or on a worker thread when this
-    thread already runs an event loop (a notebook, an async test calling a sync evaluator)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)  # type: ignore[arg-type]
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]
 
 
 # --- one answer ---------------------------------------------------------------------------------------
@@ -290,7 +277,7 @@ def create_persona_judge(
 
     def evaluator(*, inputs: Any = None, outputs: Any, reference_outputs: Any = None,
                   **kwargs: Any) -> EvaluatorResult:
-        return run_sync(scorer.score(inputs, outputs))
+        return run_to_completion(scorer.score(inputs, outputs))
 
     evaluator.__name__ = evaluator.__qualname__ = scorer.key
     return evaluator
@@ -409,7 +396,7 @@ def create_session_judge(
 
     def evaluator(*, inputs: Any = None, outputs: Any, reference_outputs: Any = None,
                   **kwargs: Any) -> EvaluatorResult:
-        return run_sync(scorer.score(inputs, outputs))
+        return run_to_completion(scorer.score(inputs, outputs))
 
     evaluator.__name__ = evaluator.__qualname__ = key
     return evaluator

@@ -8,7 +8,9 @@ and per distinct settings, so every node of a run — and every later run with t
 one run store (the response cache: a repeated question is answered from it).
 
 ``run_dir`` empty means a fresh temporary directory per process (an in-memory-like store that is gone
-when the server stops); a path keeps the run store there, as ``personagraph view`` reads it.
+when the server stops); a path keeps the run store there, as ``personagraph view`` reads it: the
+PersonaGym graph records each finished persona there as ``personagraph eval`` does, so the directory
+shows the same scores as the runs' final states.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from personagraph.graphs.session import build_graph as session_graph
 from personagraph.judges.session import split_judges
 from personagraph.memory.bank import MemoryBank
 from personagraph.models import Meter, ModelClient, ModelSettings
-from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, EvalConfig
-from personagraph.runs.executors.base import build_context
+from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, KIND, EvalConfig
+from personagraph.runs.executors.base import build_context, record_unit_end, unit_end
 from personagraph.runs.simulate import DEFAULT_AGENT, DEFAULT_USER, SimulateConfig
+from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
 _lock = threading.Lock()
@@ -98,9 +101,25 @@ class EvalSettings:
 
     def live(self) -> EvalContext:
         def build() -> EvalContext:
-            return build_context(self.config(), ModelSettings(), _store(self.run_dir), Meter())
+            store = _store(self.run_dir)
+            context = build_context(self.config(), ModelSettings(), store, Meter())
+            context.on_persona_done = lambda persona: self._record(store, persona)
+            return context
 
         return _once(self, build)
+
+    def _record(self, store: RunStore, persona: Persona) -> None:
+        """Records a finished persona as an ``eval`` run would (its config with every persona run so far,
+        and the unit's end), so that ``personagraph view`` and ``report`` read the directory as one."""
+        with _lock:
+            held = store.get_meta("config")
+            known = [Persona.model_validate(p) for p in held["personas"]] if isinstance(held, dict) else []
+            personas = list({p.id: p for p in [*known, persona]}.values())
+            config = self.config().model_copy(update={"personas": personas})
+            store.set_meta("kind", KIND)
+            store.set_meta("config", config.model_dump(mode="json", exclude={"benchmark"}))
+            end = unit_end(store, persona, config)
+            record_unit_end(store, persona, config, (end[1]["attempts"] if end else 0) + 1)
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,14 @@ import pytest
 from personagraph.api import aevaluate, asimulate
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
-from personagraph.evaluators import run_sync
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL, parse_spec
+from personagraph.runs.base import run_to_completion
 from personagraph.runs.eval import EvalSummary
 from personagraph.runs.plugins import is_plugin_path, load_plugins, object_name
 from personagraph.runs.simulate import SimulateSummary
 
 CACHE_DIR = ".personagraph"
+ASSETS_DIR = "assets"  # in CACHE_DIR: what the failure reports share (the plotting library)
 QUOTED_ANSWERS = 3  # lowest-scored answers quoted in a failure message
 QUOTE_CHARS = 300
 
@@ -306,7 +307,7 @@ def _sync(coroutine: Any) -> Any:
     shows the test's line rather than the event loop's frames."""
     __tracebackhide__ = True
     try:
-        return run_sync(coroutine)
+        return run_to_completion(coroutine)
     except PersonaAssertionError as failed:
         raise PersonaAssertionError(str(failed)) from None
 
@@ -338,10 +339,11 @@ def _quote(text: Any) -> str:
 
 def _report(run_dir: Path) -> Path:
     """Writes the run's HTML report beside its directory (``<run dir>.html``: a run directory's own files
-    are never overwritten)."""
+    are never overwritten); its plotting library is one shared copy in ``.personagraph/assets``."""
     from personagraph.report.html import write_report  # plotly: loaded when a test fails, not at start-up
 
-    return write_report([run_dir], run_dir.with_name(f"{run_dir.name}.html"))
+    assets = run_dir.parents[1] / ASSETS_DIR  # run_dir is <root>/.personagraph/<test>/<key>
+    return write_report([run_dir], run_dir.with_name(f"{run_dir.name}.html"), assets=assets)
 
 
 def _answers_text(run_dir: Path, model: str, tasks: set[str]) -> list[str]:
@@ -509,6 +511,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def personagraph(request: pytest.FixtureRequest) -> PersonaTester:
     """The persona assertions bound to this test: ``personagraph.assert_persona(agent, persona, ...)``."""
     return PersonaTester.for_item(request.node)
+
+
+WORKER_OUTPUT = "personagraph_runs"  # a pytest-xdist worker's ledger, sent to the controller when it ends
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # its hooks exist only with it installed
+        config.pluginmanager.register(_XdistController(config), "personagraph-xdist")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)  # set on a pytest-xdist worker only
+    ledger = session.config.stash.get(LEDGER, None)
+    if workeroutput is not None and ledger is not None:
+        workeroutput[WORKER_OUTPUT] = [[str(path), calls] for path, calls in ledger.runs]
+
+
+class _XdistController:
+    """Under pytest-xdist the tests run in workers: the controller adds each worker's ledger to its own,
+    so that its summary line counts every persona run of the session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        runs = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT, [])
+        self.config.stash.setdefault(LEDGER, Ledger()).runs.extend((Path(p), calls) for p, calls in runs)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,9 @@ import personagraph
 from personagraph import PersonagraphError, aevaluate, evaluate
 from personagraph.models import Structured
 from personagraph.runs import eval as eval_run
+from tests.metrics.test_behavior import write_tsv
+from tests.metrics.test_longlamp import write_jsonl
+from tests.metrics.test_persobench import FAST, write_csv
 from tests.runs.test_judge_check import write_items
 from tests.runs.test_meta_eval_outcome import write_items as write_rated_items
 
@@ -92,6 +98,37 @@ def test_the_top_level_names_every_run_kind() -> None:
     assert {"Persona", "Agent", "Summary"} <= set(personagraph.__all__)
 
 
+SYNC_VERBS = {  # every sync verb but memory_dialogue (tests/memory/test_dialogue_eval.py), test models
+    "evaluate": lambda d: personagraph.evaluate("A nurse", models=["test:agent"], run_dir=d / "run",
+                                                **CONFIG),
+    "meta_evaluate": lambda d: personagraph.meta_evaluate(
+        write_rated_items(d / "items.jsonl"), judges=["test:judge"], n_resamples=100, run_dir=d / "run"),
+    "judge_check": lambda d: personagraph.judge_check(
+        items=str(write_items(d / "items.jsonl")), judges=["test:judge"], generator="test:gen",
+        n_resamples=200, run_dir=d / "run"),
+    "persobench": lambda d: personagraph.persobench(write_csv(d), model="test:agent", score=FAST,
+                                                    run_dir=d / "run"),
+    "longlamp": lambda d: personagraph.longlamp(write_jsonl(d), model="test:agent", retriever="recency",
+                                                run_dir=d / "run"),
+    "behavior_alignment": lambda d: personagraph.behavior_alignment(
+        write_tsv(d / "d.tsv"), labeller="test:labeller", system="test:system", n_resamples=100,
+        run_dir=d / "run"),
+}
+
+
+@pytest.mark.parametrize("verb", SYNC_VERBS)
+async def test_a_sync_verb_runs_inside_a_running_event_loop(verb: str, tmp_path: Path) -> None:
+    """A notebook cell runs in an event loop: the sync verb runs there (no ``asyncio.run`` error) and
+    leaves no coroutine un-awaited (simulate and judge_session: the judge-objects test, also async)."""
+    asyncio.get_running_loop()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = SYNC_VERBS[verb](tmp_path)
+        gc.collect()
+    assert summary.exit_code == 0, summary.failures
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
 def test_simulate_takes_an_agent_object(tmp_path: Path) -> None:
     summary = personagraph.simulate(
         personagraph.Persona(description="A 70-year-old retired cowboy from Texas"),  # or the plain string
@@ -134,7 +171,8 @@ def test_one_judges_list_takes_specs_and_judge_objects(tmp_path: Path) -> None:
     assert again.llm_calls == 0 and judge.calls == summary.verdicts // 3  # resumed: nothing asked again
 
 
-def test_judge_objects_in_every_verb_that_takes_judges(tmp_path: Path) -> None:
+async def test_judge_objects_in_every_verb_that_takes_judges(tmp_path: Path) -> None:
+    """The sync verbs, called from a running event loop as in a notebook cell."""
     judge = FixedJudge()
     session = personagraph.simulate("A nurse", model="test:agent", user_model="test:user", judges=[judge],
                                      turns=1, run_dir=tmp_path / "simulate")

@@ -58,8 +58,8 @@ async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
 
 
 async def test_the_engine_runs_on_this_cpu() -> None:
-    """Would have caught issue 13 (a crash in llama_decode on AMX CPUs): a real call on whatever CPU runs
-    the tests, through the portable build whose CPU variant ggml picks at start."""
+    """A real call on whatever CPU runs the tests (a crash in llama_decode on AMX CPUs is what it guards
+    against), through the portable build whose CPU variant ggml picks at start."""
     client = ModelClient.create("local:qwen2.5-coder-0.5b", "persona", max_tokens=8)
     reply = await client.complete([{"role": "user", "content": "Say howdy."}])
     assert reply.ok and reply.text.strip(), reply.error

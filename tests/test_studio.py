@@ -6,6 +6,7 @@ extras) on a free loopback port and drives it through its HTTP API, as Studio do
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from personagraph.cli import app
 from personagraph.models.testing import register_script
+from personagraph.schemas import TASK_NAMES
 from personagraph.store import RunStore
 from personagraph.studio import EvalSettings, memory_dialogue, persona_eval, session
 
@@ -81,13 +85,34 @@ def _run(url: str, graph: str, payload: dict) -> tuple[dict, list[str]]:
     return final, [name for name in steps if name != "__start__"]
 
 
-def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server):
-    final, steps = _run(server, "persona_eval", {"input": {"persona": COWBOY}, "context": EVAL_CONTEXT})
+def test_the_dev_server_gives_every_graph_an_input_form(server):
+    """Studio draws a graph's input form from its input schema (null for typing.TypedDict before 3.12)."""
+    graphs = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    with httpx.Client(base_url=server, timeout=60) as client:
+        for graph in graphs:
+            (assistant,) = client.post("/assistants/search", json={"graph_id": graph}).json()
+            schemas = client.get(f"/assistants/{assistant['assistant_id']}/schemas").json()
+            assert schemas["input_schema"] and schemas["input_schema"]["properties"], (graph, schemas)
+            assert schemas["context_schema"]["properties"], (graph, schemas)
+
+
+def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server, tmp_path):
+    run_dir = tmp_path / "studio"
+    final, steps = _run(server, "persona_eval",
+                        {"input": {"persona": COWBOY}, "context": {**EVAL_CONTEXT, "run_dir": str(run_dir)}})
     assert final["persona_id"].startswith("a-70-year-old-retired")
     assert len(final["environments"]) == 2
     assert len(final["questions"]) == 5  # one per task
     assert len(final["verdicts"]) == 5 and all(v["status"] == "ok" for v in final["verdicts"])
     assert steps[0] == "start" and "evaluate_question" in steps and steps[-1] == "aggregate"
+    # the result a run reports, in the final state: per task, PersonaScore, refusal rate, failed items
+    scores = final["scores"]["models"]["test:agent"]
+    assert set(scores["tasks"]) == set(TASK_NAMES) and 1 <= scores["persona_score"] <= 5
+    assert scores["refusal_rate"] is not None and final["scores"]["failures"] == []
+    # and in the run directory, as `personagraph view` shows it
+    shown = CliRunner().invoke(app, ["view", str(run_dir)])
+    assert shown.exit_code == 0, shown.output
+    assert "PersonaScore" in shown.output and f"{scores['persona_score']:.2f}" in shown.output
 
 
 def test_the_dev_server_runs_the_session_graph_to_the_end(server):

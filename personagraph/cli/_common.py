@@ -17,7 +17,15 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 from typer.core import TyperArgument
 from typer.models import ArgumentInfo, OptionInfo
@@ -219,24 +227,86 @@ def cut_off_note(max_tokens: int) -> str:
     return f"(cut off at the {max_tokens}-token limit: --max-tokens raises it)"
 
 
+PROGRESS_INTERVAL_S = 10.0
+"""Seconds between two plain progress lines when the output is not a terminal (the environment variable
+``PERSONAGRAPH_PROGRESS_INTERVAL`` overrides it): a CI log, ``| tee`` or ``nohup`` shows the run moving
+instead of nothing until it ends."""
+
+
 class _Progress(Progress):
-    """A progress display that leaves the terminal to the error line when a command is refused."""
+    """A progress display that leaves the terminal to the error line when a command is refused, and that
+    prints plain lines (each stage's done/total and ETA) at a steady interval when the console is not a
+    terminal, where rich draws the bars only once, at the end."""
+
+    def start(self) -> None:
+        super().start()
+        self._stopped = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if not self.disable and not self.console.is_terminal:
+            interval = float(os.environ.get("PERSONAGRAPH_PROGRESS_INTERVAL") or PROGRESS_INTERVAL_S)
+            self._ticker = threading.Thread(target=self._tick, args=(max(interval, 0.05),), daemon=True,
+                                            name="personagraph-progress")
+            self._ticker.start()
+
+    def _tick(self, interval: float) -> None:
+        while not self._stopped.wait(interval):
+            if line := self.plain_line():
+                self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def plain_line(self) -> str:
+        """The stages as one line: ``progress 0:30 · answers 7/15 ETA 0:42 · verdicts 2/15 ETA 1:10``."""
+        with self._lock:
+            tasks = [task for task in self.tasks if task.visible]
+        if not tasks:
+            return ""
+        elapsed = max((task.elapsed or 0.0) for task in tasks)
+        parts = [f"progress {_clock(elapsed)}"]
+        for task in tasks:
+            total = "?" if task.total is None else f"{task.total:.0f}"
+            part = f"{task.description.strip()} {task.completed:.0f}/{total}"
+            if task.finished:
+                part += " done"
+            elif task.time_remaining is not None:
+                part += f" ETA {_clock(task.time_remaining)}"
+            parts.append(part)
+        return " · ".join(parts)
+
+    def stop(self) -> None:
+        self._stop_ticker()
+        super().stop()
+
+    def _stop_ticker(self) -> None:
+        if getattr(self, "_ticker", None) is not None:
+            self._stopped.set()
+            self._ticker.join()  # type: ignore[union-attr]
+            self._ticker = None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, PersonagraphError):  # bad input found once the bars were up: one line, no bars
+            self._stop_ticker()
             self.live.transient = True
             self.live.stop()  # not Progress.stop, which ends a non-terminal display with an empty line
             return
         super().__exit__(exc_type, exc, tb)
 
 
+def _clock(seconds: float) -> str:
+    """``1:05`` (minutes:seconds) or ``1:02:05``."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:
-    """The progress display every long command shows: label, bar, done/total, elapsed (off with --quiet)."""
+    """The progress display every long command shows: label, bar, done/total, elapsed time and ETA (off with
+    --quiet; plain lines where the output is not a terminal)."""
     return _Progress(
         TextColumn(f"{{task.description:<{label_width}}}", markup=False),  # labels hold model names, ids
-        BarColumn(),
+        BarColumn(bar_width=30),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(compact=True),
         console=console,
         disable=state.quiet,
         transient=transient,
@@ -248,8 +318,9 @@ def progress_bars(progress: Progress) -> ProgressHandler:
     bars: dict[str, TaskID] = {}
 
     def on_progress(event: ProgressEvent) -> None:
+        label = f"{event.stage} ({event.reused} reused)" if event.reused else event.stage
         if event.stage not in bars:
-            bars[event.stage] = progress.add_task(event.stage, total=event.total)
-        progress.update(bars[event.stage], completed=event.done, total=event.total)
+            bars[event.stage] = progress.add_task(label, total=event.total)
+        progress.update(bars[event.stage], completed=event.done, total=event.total, description=label)
 
     return on_progress

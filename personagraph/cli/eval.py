@@ -126,6 +126,9 @@ def eval_command(
             summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
+        if summary.complete and not summary.llm_calls and not summary.cache_hits:  # no unit ran again
+            console.print(plain(f"{run_dir} was complete: every item was reused, nothing was asked again"),
+                          soft_wrap=True)
         shown = summary.model_dump()
         console.print(render_summary(shown))
         if (table := samples_table(shown)) is not None:
@@ -150,8 +153,8 @@ def eval_command(
 
 
 def _fast_event_loop() -> asyncio.AbstractEventLoopPolicy:
-    """Uses uvloop when it is installed (bench/throughput.py at C = 128: framework CPU per call 2.1 →
-    1.8 ms, wall −20%); returns the policy to restore afterwards."""
+    """Uses uvloop when it is installed (less framework CPU per call at high concurrency:
+    ``bench/throughput.py``); returns the policy to restore afterwards."""
     previous = asyncio.get_event_loop_policy()
     try:
         import uvloop

@@ -3,11 +3,14 @@
 start (names the persona) → select environments → questions (one branch per task) → one branch per
 question: its exemplars ‖ every agent's answer, each answer judged as soon as it and the exemplars are in
 → aggregate. Every finished item is written to the run store by the node that made it; the graph state
-carries the same items for the next step.
+carries the same items for the next step. ``aggregate`` puts the persona's scores in the final state
+(``scores``: per model and task, PersonaScore with its CI, refusal rate, and the failed items), computed
+by :func:`~personagraph.judges.scoring.summarize_scores` as the run's ``summary.json`` is, so a Studio
+run shows the result it reports.
 
 Why a question is one node and not three stages (answers ‖ exemplars, then verdicts): LangGraph runs
-supersteps, so a stage barrier made every verdict wait for the slowest exemplar of the persona (the
-embedded quick run: the first exemplar was ready at 127 s, verdicts began at 193 s). Inside one node a
+supersteps, so a stage barrier would make every verdict wait for the slowest exemplar of the persona
+(docs/benchmarks.md#quick-run: it cost the quick run about a minute). Inside one node a
 question's calls still run concurrently and the model layer's cache still makes a resumed node repeat no
 finished call; the graph keeps its four dependent round trips (select → questions → answers ‖ exemplars
 → verdicts).
@@ -18,25 +21,50 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.agents import Agent
 from personagraph.agents.persona import answer_question
 from personagraph.environments import generate_questions, load_tasks, select_environments, task_by_name
 from personagraph.graphs import live_context
 from personagraph.judges.judge import judge_answer, write_exemplars
-from personagraph.judges.scoring import score_items
+from personagraph.judges.scoring import NonAnswers, ScoreKind, score_items, summarize_scores
 from personagraph.models import ModelClient
-from personagraph.schemas import Answer, Environment, Exemplars, Persona, Question, Task, Verdict, short_id
+from personagraph.runs.base import FailedItem
+from personagraph.schemas import (
+    TASK_NAMES,
+    Answer,
+    Environment,
+    Exemplars,
+    Persona,
+    Question,
+    Task,
+    Verdict,
+    short_id,
+)
 from personagraph.store import RunStore
 
 QUESTION_BATCH = "question_batch"
 """Record kind: one per persona × task — status, error, requested count, shortfall, extra calls."""
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How the scores are computed (the run config's fields of the same names): the options of
+    :func:`~personagraph.judges.scoring.summarize_scores` besides the answers, verdicts and tasks."""
+
+    judges: list[str]
+    seed: int = 0
+    score_kind: ScoreKind = "expected"
+    non_answers: NonAnswers = "minimum"
+    samples: int = 1
+    pass_threshold: float = 4
 
 
 @dataclass
@@ -57,7 +85,10 @@ class EvalContext:
     # who else answers each question, with the sample index of its answer: the agents' samples 1 .. K-1
     # (``eval --samples K``; each agent here samples with its own seed) and the control arms (sample 0)
     extra_answerers: list[tuple[Agent, int]] = field(default_factory=list)
+    scoring: Scoring | None = None  # None: the judges' names, and the defaults
     on_item: Callable[[str], None] = field(default=lambda stage: None)
+    # once every item of a persona is stored (``aggregate``): a Studio run records it as ``eval`` does
+    on_persona_done: Callable[[Persona], None] = field(default=lambda persona: None)
 
 
 class EvalState(TypedDict, total=False):
@@ -70,6 +101,7 @@ class EvalState(TypedDict, total=False):
     exemplars: Annotated[list[dict[str, Any]], operator.add]
     verdicts: Annotated[list[dict[str, Any]], operator.add]
     errors: Annotated[list[dict[str, Any]], operator.add]
+    scores: dict[str, Any]  # the persona's scores and failed items (``aggregate``)
 
 
 def _ctx(runtime: Runtime[EvalContext]) -> EvalContext:
@@ -219,7 +251,34 @@ async def aggregate(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str
     ctx.store.put("persona_done", state["persona_id"],
                   {"persona_id": state["persona_id"], "errors": state.get("errors", [])},
                   unit=state["persona_id"])
-    return {}
+    ctx.on_persona_done(Persona(description=state["persona"]))
+    return {"scores": persona_scores(ctx, state, answers, verdicts)}
+
+
+def persona_scores(
+    ctx: EvalContext, state: EvalState, answers: list[Answer], verdicts: list[Verdict]
+) -> dict[str, Any]:
+    """The persona's scores as ``summary.json`` has a run's (``models``, ``score_kind``, ``per_judge_mean``,
+    …) for the agents under test, and its ``failures`` (stage, item, model, reason)."""
+    scoring = ctx.scoring or Scoring(judges=[judge.name for judge in ctx.judges])
+    tested = {agent.name for agent in ctx.agents}
+    answers = sorted((a for a in answers if a.model in tested), key=lambda a: a.id)  # as build_summary
+    ids = {a.id for a in answers}
+    verdicts = sorted((v for v in verdicts if v.answer_id in ids), key=lambda v: v.id)
+    tasks = set(state["benchmark"]) if state.get("benchmark") else TASK_NAMES
+    pid = state["persona_id"]
+    failures = [FailedItem(stage=e["stage"], item=f"{pid}/{e['task']}" if e.get("task") else pid,
+                           model=(ctx.question_gen if e.get("task") else ctx.env_selector).name,
+                           reason=e.get("error")) for e in state.get("errors", [])]
+    failures += [FailedItem(stage="exemplars", item=e["question_id"], model=ctx.exemplar_gen.name,
+                            reason=e.get("error"))
+                 for e in state.get("exemplars", []) if e.get("status", "ok") != "ok"]
+    failures += [FailedItem(stage="answers", item=a.id, model=a.model, reason=a.error)
+                 for a in answers if a.status != "ok"]
+    failures += [FailedItem(stage="verdicts", item=v.id, model=v.judge, reason=v.error)
+                 for v in verdicts if v.status != "ok"]
+    return {**summarize_scores(answers, verdicts, tasks=tasks, **asdict(scoring)),
+            "failures": [f.model_dump(mode="json") for f in failures]}
 
 
 # --- routing ----------------------------------------------------------------------------------------

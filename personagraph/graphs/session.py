@@ -22,10 +22,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.agents.base import Agent
 from personagraph.agents.user_sim import User, UserView, level_for_turn

@@ -7,13 +7,14 @@ failed verdicts and judge agreement per model and task — is computed here from
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
+from personagraph.judges.scoring import score_items, summarize_scores
 from personagraph.judges.stats import krippendorff_alpha
 from personagraph.report.load import Run
-from personagraph.schemas import TASK_NAMES, Persona
+from personagraph.runs.eval import EvalConfig
+from personagraph.schemas import TASK_NAMES, Answer, Persona, Verdict
 
 
 def _config_personas(run: Run) -> list[Persona] | None:
@@ -47,8 +48,9 @@ def _in_config(run: Run) -> tuple[set[str] | None, set[str] | None, list[str]]:
 def items(run: Run) -> list[dict[str, Any]]:
     """One dict per answer of the run's config: model, task, persona, question, answer, score, verdicts.
 
-    ``score`` is the mean of the parsed verdicts (None when none parsed); ``verdicts`` lists every judge's
-    verdict on the answer (score, rationale, status, error).
+    ``score`` is the item score as the run's summary has it (the mean of the parsed verdicts in the run's
+    score kind; a non-answer's rubric minimum; None when no verdict parsed); ``verdicts`` lists every
+    judge's verdict on the answer (score, rationale, status, error).
     """
     if "eval_items" not in run.cache:
         run.cache["eval_items"] = _items(run)
@@ -65,14 +67,13 @@ def _items(run: Run) -> list[dict[str, Any]]:
     for verdict in run.rows("verdict"):
         if not judges or verdict.get("judge") in judges:
             verdicts[verdict["answer_id"]].append(verdict)
+    answers = [answer for answer in run.rows("answer")
+               if (persona_ids is None or answer.get("persona_id") in persona_ids)
+               and (models is None or answer.get("model") in models)]
+    scores = _item_scores(run, answers, verdicts)
     out = []
-    for answer in run.rows("answer"):
-        if persona_ids is not None and answer.get("persona_id") not in persona_ids:
-            continue
-        if models is not None and answer.get("model") not in models:
-            continue
+    for answer in answers:
         found = sorted(verdicts.get(answer["id"], []), key=lambda v: judges.index(v["judge"]) if v["judge"] in judges else 99)
-        scores = [v["score"] for v in found if v.get("status") == "ok" and v.get("score") is not None]
         question = questions.get(answer.get("question_id"), {})
         out.append({
             "answer_id": answer["id"],
@@ -87,9 +88,40 @@ def _items(run: Run) -> list[dict[str, Any]]:
             "error": answer.get("error"),
             "refusal": bool(answer.get("refusal")),
             "sample": answer.get("sample", 0),
-            "score": float(np.mean(scores)) if scores else None,
+            "score": scores.get(answer["id"]),
             "verdicts": found,
         })
+    return out
+
+
+def _item_scores(run: Run, answers: list[dict[str, Any]], verdicts: dict[str, list[dict[str, Any]]]
+                 ) -> dict[str, float | None]:
+    """Answer id → its item score as the run's summary scores it (its score kind and non-answer rule)."""
+    kind = run.summary.get("score_kind", "integer")
+    non_answers = run.summary.get("non_answers", "minimum")
+    found = [Verdict.model_validate(v) for answer in answers for v in verdicts.get(answer["id"], [])]
+    scored = score_items([Answer.model_validate(a) for a in answers], found, kind, non_answers)
+    return {item.answer_id: item.score for item in scored}
+
+
+def persona_scores(run: Run) -> dict[str, dict[str, float | None]]:
+    """Persona description → model → PersonaScore over that persona's answers alone, computed as the run's
+    summary computes a model's (:func:`~personagraph.judges.scoring.summarize_scores`, the run's scoring)."""
+    config = EvalConfig.model_validate(run.config)
+    answers = sorted((Answer.model_validate(a) for a in run.rows("answer")
+                      if a.get("model") in config.models), key=lambda a: a.id)  # ids: as build_summary
+    verdicts = sorted((Verdict.model_validate(v) for v in run.rows("verdict")
+                       if v.get("judge") in config.judges), key=lambda v: v.id)
+    benchmark = config.benchmark
+    tasks = {t for qs in benchmark.values() for t in qs} if benchmark is not None else TASK_NAMES
+    out = {}
+    for persona in config.personas:
+        mine = [a for a in answers if a.persona_id == persona.id]
+        ids = {a.id for a in mine}
+        scored = summarize_scores(mine, [v for v in verdicts if v.answer_id in ids], tasks=tasks,
+                                  **asdict(config.scoring()))["models"]
+        out[persona.description] = {model: scored.get(model, {}).get("persona_score")
+                                    for model in config.models}
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +19,11 @@ from string import Template
 from typing import Any
 
 from personagraph.errors import PersonagraphError
-from personagraph.files import check_output_file, write_output
+from personagraph.files import check_output_file, write_atomic, write_output
 from personagraph.redact import redact_text
 from personagraph.report import charts
 from personagraph.report.cost import cost_rows, price_table, total_cost
-from personagraph.report.evaldata import items, judges_of, verdict_scores
+from personagraph.report.evaldata import items, judges_of, persona_scores, verdict_scores
 from personagraph.report.headlines import headline_tables
 from personagraph.report.load import Run, load_runs
 from personagraph.report.markup import esc, kv_html, table_html
@@ -47,10 +48,12 @@ class Section:
 
 
 class Page:
-    """Renders figures to ``<div>``s; the plotly library is inlined once in the page head."""
+    """Renders figures to ``<div>``s; the plotly library is inlined once in the page head, or, with
+    ``plotly_src``, loaded from that file (a path relative to the page: one shared copy for many pages)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plotly_src: str | None = None) -> None:
         self.figures = 0
+        self.plotly_src = plotly_src
 
     def figure(self, fig: Any) -> str:
         self.figures += 1
@@ -61,6 +64,8 @@ class Page:
     def head_script(self) -> str:
         if not self.figures:
             return ""
+        if self.plotly_src is not None:
+            return f'<script type="text/javascript" src="{esc(self.plotly_src)}"></script>'
         from plotly.offline import get_plotlyjs  # only for a report with charts
 
         return f'<script type="text/javascript">{get_plotlyjs()}</script>'
@@ -253,25 +258,18 @@ def _sample_spread(run: Run, page: Page) -> str:
 
 
 def _per_persona(run: Run, page: Page) -> str:
-    rows = items(run)
-    personas = list(dict.fromkeys(i["persona"] for i in rows))
-    models = list(run.summary.get("models", {}))
-    if len(personas) < 1 or not models:
+    try:
+        scores = persona_scores(run)
+    except ValueError:  # a config that does not parse: the headline says what the summary holds
         return ""
-    table_rows = []
-    for persona in personas:
-        row: dict[str, Any] = {"persona": persona}
-        for model in models:
-            task_means = []
-            for task in TASK_NAMES:
-                scores = [i["score"] for i in rows if i["persona"] == persona and i["model"] == model
-                          and i["task"] == task and i["score"] is not None]
-                if scores:
-                    task_means.append(sum(scores) / len(scores))
-            row[model] = sum(task_means) / len(task_means) if task_means else None
-        table_rows.append(row)
+    models = list(run.summary.get("models", {}))
+    if not scores or not models:
+        return ""
+    rows = [{"persona": persona, **by_model} for persona, by_model in scores.items()]
+    kind = run.summary.get("score_kind", "integer")
     table = Table("PersonaScore per persona", [Column("persona", "persona")] + [Column(m, m, "score") for m in models],
-                  table_rows, note="Mean of the persona's task scores (few items per persona: read as a hint).")
+                  rows, note=f"Each persona's PersonaScore, computed as the model's (scores: {kind}); few items "
+                             "per persona: read as a hint.")
     return table_html(table, caption=True)
 
 
@@ -285,9 +283,11 @@ def _verdict_html(verdict: dict[str, Any]) -> str:
             f' — {esc(verdict.get("error"))}<div class="text muted">{esc(verdict.get("raw"))}</div></div>')
 
 
-def _item_html(item: dict[str, Any]) -> str:
+def _item_html(item: dict[str, Any], samples: int) -> str:
     score = "—" if item["score"] is None else f"{item['score']:.2f}"
     pills = [f'<span class="pill">{esc(item["model"])}</span>', f'<span class="pill">{esc(item["task"])}</span>']
+    if samples > 1:  # the samples of a question are otherwise identical cards
+        pills.append(f'<span class="pill">sample {item.get("sample", 0) + 1}/{samples}</span>')
     if item.get("refusal"):
         pills.append('<span class="pill bad">refusal</span>')
     if item.get("status") != "ok":
@@ -308,10 +308,12 @@ def _lowest(run: Run, page: Page, limit: int) -> str:
     unscored = [i for i in rows if i["score"] is None]
     if not scored and not unscored:
         return ""
-    body = "".join(_item_html(i) for i in scored[:limit])
+    samples = run.config.get("samples", 1) if isinstance(run.config.get("samples"), int) else 1
+    body = "".join(_item_html(i, samples) for i in scored[:limit])
     if unscored:
-        body += (f"<details><summary>{len(unscored)} answer(s) without a score (failed answer or every verdict "
-                 "failed)</summary>" + "".join(_item_html(i) for i in unscored[:limit]) + "</details>")
+        body += (f"<details><summary>{len(unscored)} answer(s) without a score (every verdict failed, or a "
+                 "non-answer left out)</summary>" + "".join(_item_html(i, samples) for i in unscored[:limit])
+                 + "</details>")
     note = f"The {min(limit, len(scored))} lowest item scores of {len(scored)}, with every judge's rationale."
     return f'<h3>Lowest-scored items</h3><p class="note">{esc(note)}</p>{body}'
 
@@ -379,6 +381,8 @@ def _config(run: Run, page: Page) -> str:
         for key in ("models", "judges", "generator", "model", "judge", "user", "seed"):
             if key in config:
                 value = config[key]
+                if key == "generator" and not value and run.is_eval and config.get("judges"):
+                    value = f"{config['judges'][0]} (the first judge)"  # what runs/eval.py uses then
                 pairs.append((key, ", ".join(map(str, value)) if isinstance(value, list) else value))
     if isinstance(versions, dict):
         pairs += [(f"version: {k}", v) for k, v in versions.items()]
@@ -424,11 +428,12 @@ def run_sections(run: Run, page: Page, *, lowest: int = 10) -> list[str]:
     return [part for part in parts if part]
 
 
-def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10) -> str:
-    """The report page for loaded runs (see :func:`write_report`)."""
+def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10,
+                 plotly_src: str | None = None) -> str:
+    """The report page for loaded runs (see :func:`write_report`; ``plotly_src``: see :class:`Page`)."""
     if not runs:
         raise PersonagraphError("report: give at least one run directory")
-    page = Page()
+    page = Page(plotly_src)
     sections = [s for s in (_overview(runs, page), _headline(runs, page), _radars(runs, page)) if s]
     for run in runs:
         parts = run_sections(run, page, lowest=lowest)
@@ -449,8 +454,11 @@ def build_report(runs: list[Run], *, title: str | None = None, lowest: int = 10)
     return page_html.replace(_SCRIPT_SLOT, page.head_script(), 1)
 
 
-def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | None = None, lowest: int = 10) -> Path:
-    """Writes the report of these run directories to ``out`` (one self-contained HTML file).
+def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | None = None, lowest: int = 10,
+                 assets: Path | None = None) -> Path:
+    """Writes the report of these run directories to ``out``: one self-contained HTML file, or, with
+    ``assets`` (a directory), a page that loads the plotting library from one copy kept there (many
+    reports, as the pytest plugin writes them, then weigh kilobytes instead of megabytes each).
 
     Raises:
         PersonagraphError: a path that is not a run directory, an unreadable store, an unwritable output.
@@ -459,4 +467,21 @@ def write_report(run_dirs: list[str | Path], out: str | Path, *, title: str | No
     # before the work: a mistyped -o must not cost a report, a run store or a file of a run directory
     check_output_file(out, label, keep_run_files=True)
     runs = load_runs(list(run_dirs))
-    return write_output(out, build_report(runs, title=title, lowest=lowest), label, keep_run_files=True)
+    plotly_src = None
+    if assets is not None:
+        library = _shared_plotly(assets)
+        plotly_src = Path(os.path.relpath(library, Path(out).resolve().parent)).as_posix()
+    page = build_report(runs, title=title, lowest=lowest, plotly_src=plotly_src)
+    return write_output(out, page, label, keep_run_files=True)
+
+
+def _shared_plotly(assets: Path) -> Path:
+    """The plotting library in ``assets``, written once per plotly version."""
+    import plotly
+    from plotly.offline import get_plotlyjs
+
+    library = assets.resolve() / f"plotly-{plotly.__version__}.min.js"
+    if not library.is_file():
+        assets.mkdir(parents=True, exist_ok=True)
+        write_atomic(library, get_plotlyjs())
+    return library

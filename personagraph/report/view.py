@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich import box
@@ -28,51 +29,65 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def render_summary(summary: dict) -> RichTable:
+def render_summary(summary: dict) -> RenderableType:
     """The task × model table printed at the end of a run (also used by ``view``)."""
     models = list(summary["models"])
     verdicts = judge_verdicts(summary.get("judge_check") or {})
     caption = Text("\n".join(f"{'⚠ ' if warn else ''}judge validity: {line}" for line, warn in verdicts),
                    style="bold red" if any(warn for _, warn in verdicts) else "green")
-    table = RichTable(title="PersonaScore (1–5)", caption=caption if verdicts else None,
-                      caption_justify="left")
-    table.add_column("")
-    for model in models:
-        table.add_column(Text(model), justify="right", overflow="fold")
     results = summary["models"]
-    for task in TASK_NAMES:
-        table.add_row(task, *(_fmt(results[m]["tasks"].get(task, {}).get("mean")) for m in models))
-    table.add_section()
-    table.add_row("PersonaScore", *("incomplete" if results[m].get("incomplete") else _fmt(results[m]["persona_score"])
-                                    for m in models), style="bold")
-    table.add_row("95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := results[m].get("ci")) else "—" for m in models))
-    table.add_row("refusal rate", *("—" if results[m]["refusal_rate"] is None else f"{results[m]['refusal_rate']:.0%}"
-                                    for m in models))
-    table.add_row("failed answers", *(f"{results[m].get('failed_answers', 0)}/{results[m].get('answers', 0)}"
-                                      for m in models))
+
+    def line(label: str, cell: Any, **options: Any) -> Line:
+        return Line(label, [cell(results[m]) for m in models], **options)
+
+    lines = [line(task, lambda r, task=task: _fmt(r["tasks"].get(task, {}).get("mean")))
+             for task in TASK_NAMES]
+    lines += [
+        line("PersonaScore", lambda r: "incomplete" if r.get("incomplete") else _fmt(r["persona_score"]),
+             style="bold", section=True),
+        line("95% CI", lambda r: f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := r.get("ci")) else "—"),
+        line("refusal rate", lambda r: "—" if r["refusal_rate"] is None else f"{r['refusal_rate']:.0%}"),
+        line("failed answers", lambda r: f"{r.get('failed_answers', 0)}/{r.get('answers', 0)}"),
+    ]
     if any(results[m].get("answers_at_token_limit") for m in models):  # older runs did not count them
-        table.add_row("cut at token limit", *(f"{results[m].get('answers_at_token_limit', 0)}/"
-                                              f"{results[m].get('answers', 0)}" for m in models))
-    return table
+        lines.append(line("cut at token limit",
+                          lambda r: f"{r.get('answers_at_token_limit', 0)}/{r.get('answers', 0)}"))
+    return Columns("PersonaScore (1–5)", models, lines, caption=caption if verdicts else None)
+
+
+NAME_CHARS = 24
+"""A text column whose every cell is one word (a model spec, a role, an id, a flag) or at most this long
+(a task name) holds names people copy: never wrapped nor cut. Other text (a reason, a verdict) wraps."""
+
+
+def _names(cells: list[str]) -> bool:
+    return all(len(cell) <= NAME_CHARS or len(cell.split()) == 1 for cell in cells)
 
 
 def rich_table(table: Table, *, show_note: bool = True) -> RenderableType:
     """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup).
 
-    Numbers never wrap (their column is at least as wide as its longest value); headers and text wrap.
-    A wide table with few rows is turned (see :class:`_Turned`); any other fits the width (:class:`_Rows`).
+    Numbers and names (see :data:`NAME_CHARS`) never wrap; headers and longer text do. A
+    wide table with few rows is turned (a column per row: :class:`Columns`); any other fits the width in
+    rows, or, where its names and numbers cannot fit side by side, one block per row (:class:`_Rows`).
     """
     if len(table.columns) > 7 and len(table.rows) <= 6:
-        return _Turned(table, show_note=show_note)
+        labels = [c for c in table.columns if c.fmt == "text"]
+        values = [c for c in table.columns if c.fmt != "text"]
+        names = [" · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, "")) or "—"
+                 for row in table.rows]
+        lines = [Line(c.label, [fmt(row.get(c.key), c.fmt) for row in table.rows]) for c in values]
+        note = Text(table.note) if show_note and table.note else None
+        return Columns(table.title, names, lines, caption=note)
     return _Rows(table, show_note=show_note)
 
 
 class _Rows:
-    """A table in rows: text columns at least 10 wide where the width allows, else an equal share of it.
+    """A table in rows. Numbers and names (see :data:`NAME_CHARS`) keep their whole width and the other
+    text columns share what is left (at least 10 wide where the width allows); a table whose names and
+    numbers alone are wider than the terminal is shown one block per row (``header: value`` lines).
 
-    The floor is set when rendering, as only then is the width known: 10 for each of seven text and
-    number columns summed past a pipe's 80 columns, and rich cut the right-hand columns off (the control
-    arms' verdicts read "clea").
+    The layout is chosen when rendering, as only then is the width known.
     """
 
     def __init__(self, table: Table, *, show_note: bool) -> None:
@@ -84,41 +99,97 @@ class _Rows:
         n = max(len(table.columns), 1)
         floor = max(1, min(10, (options.max_width - 1 - 3 * n) // n))  # less a border and padding per column
         note = Text(table.note) if self.show_note and table.note else None
-        out = RichTable(title=Text(table.title), caption=note, caption_justify="left")
         cells = [[fmt(row.get(c.key), c.fmt) for c in table.columns] for row in table.rows]
-        for i, column in enumerate(table.columns):
-            longest = max((len(row[i]) for row in cells), default=1)
-            numeric = column.fmt != "text"
-            out.add_column(Text(column.label), justify="right" if numeric else "left", overflow="fold",
-                           min_width=longest if numeric else min(longest, floor))
+        widths = _column_widths(table, cells, floor, options.max_width - 1 - 3 * n)
+        if widths is None:
+            yield from self._blocks(cells, note)
+            return
+        out = RichTable(title=Text(table.title), caption=note, caption_justify="left")
+        for column, width in zip(table.columns, widths, strict=True):
+            out.add_column(Text(column.label), justify="left" if column.fmt == "text" else "right",
+                           overflow="fold", width=width)  # set here: rich's own fitting cuts the right edge
         for row, texts in zip(table.rows, cells, strict=True):
             out.add_row(*(Text(t) for t in texts), style="bold" if row.get("_total") else None)
         yield out
 
+    def _blocks(self, cells: list[list[str]], note: Text | None) -> RenderResult:
+        """One block per row: each column's header and the row's value, the value never wrapped if whole."""
+        table = self.table
+        out = RichTable(title=Text(table.title), caption=note, caption_justify="left", show_header=False,
+                        box=box.SIMPLE, show_edge=False)
+        out.add_column("", no_wrap=True, style="dim")
+        out.add_column("", overflow="fold")
+        for r, (row, texts) in enumerate(zip(table.rows, cells, strict=True)):
+            if r:
+                out.add_section()
+            for i, column in enumerate(table.columns):
+                out.add_row(Text(column.label), Text(texts[i]), style="bold" if row.get("_total") else None)
+        yield out
 
-class _Turned:
-    """A wide table with few rows, turned: one line per column, one column per row (like ``eval``'s).
 
-    A row's column is headed by its name (its text cells: a model spec, a run), which people copy, so it
-    is never cut (``terminal.key_column``). The width is only known when rendering: rows whose columns do
-    not fit beside each other go on into another turned table below, with the same lines.
+def _column_widths(table: Table, cells: list[list[str]], floor: int, room: int) -> list[int] | None:
+    """Each column's width in ``room`` characters (the borders left out), or None when its numbers and names
+    (never narrower than their longest cell) and the other columns (at least ``floor``) do not fit.
+
+    A column is never narrower than its longest word (header or cell); what is left goes to the columns
+    that want more (a header or text on one line), in proportion to what they want."""
+    least, want = [], []
+    for i, column in enumerate(table.columns):
+        texts = [row[i] for row in cells]
+        longest = max((len(text) for text in texts), default=1)
+        word = max((len(w) for text in [column.label, *texts] for w in text.split()), default=1)
+        whole = column.fmt != "text" or _names(texts)
+        least.append(max(word, longest if whole else min(longest, floor)))
+        want.append(max(least[-1], longest, len(column.label)))
+    if sum(least) > room:
+        return None
+    spare, wanted = room - sum(least), sum(want) - sum(least)
+    if wanted <= spare:
+        return want
+    return [low + (high - low) * spare // wanted for low, high in zip(least, want, strict=True)]
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of :class:`Columns`: its label and a cell per column (``section``: a rule above it)."""
+
+    label: str
+    cells: list[str]
+    style: str | None = None
+    section: bool = False
+
+
+class Columns:
+    """Lines × named columns: a model's (or a run's) values side by side, one column each (``eval``'s
+    PersonaScore table; a wide table with few rows, turned).
+
+    A column is headed by its name (a model spec, a run), which people copy, so it is never cut
+    (``terminal.key_column``), nor is a line's label (a task). The width is only known when rendering:
+    columns that do not fit beside each other go on into another table below, with the same lines; a
+    name wider than any column can be is numbered, and written whole in a legend under the table.
     """
 
-    def __init__(self, table: Table, *, show_note: bool) -> None:
-        self.table = table
-        self.show_note = show_note
+    def __init__(self, title: str, names: list[str], lines: list[Line], *,
+                 caption: Text | None = None) -> None:
+        self.title = title
+        self.names = names
+        self.lines = lines
+        self.caption = caption
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        labels = [c for c in self.table.columns if c.fmt == "text"]
-        values = [c for c in self.table.columns if c.fmt != "text"]
-        label_width = max((len(c.label) for c in values), default=0)
-        columns = []  # (name, cells, width) per row
-        for row in self.table.rows:
-            name = " · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, "")) or "—"
-            cells = [fmt(row.get(c.key), c.fmt) for c in values]
-            columns.append((name, cells, max(len(name), *(len(cell) for cell in cells))))
+        label_width = max((len(line.label) for line in self.lines), default=0)
+        room = options.max_width - label_width - 7  # the borders and padding of two columns
+        legend = []
+        columns = []  # (header, cells, width) per name
+        for i, name in enumerate(self.names):
+            cells = [line.cells[i] for line in self.lines]
+            header = name
+            if len(name) > room:
+                header = f"({i + 1})"
+                legend.append(f"{header} {name}")
+            columns.append((header, cells, max(len(header), *(len(cell) for cell in cells))))
         groups: list[list[tuple[str, list[str], int]]] = [[]]
-        used = label_width + 4  # a cell's padding (2) and border (1), and the closing border
+        used = label_width + 4  # the label cell's padding (2) and border (1), and the closing border
         for column in columns:
             if groups[-1] and used + column[2] + 3 > options.max_width:
                 groups.append([])
@@ -127,31 +198,32 @@ class _Turned:
             used += column[2] + 3
         for i, group in enumerate(groups):
             last = i == len(groups) - 1
-            note = self.table.note if last and self.show_note else ""
-            out = RichTable(title=Text(self.table.title) if i == 0 else None, caption_justify="left",
-                            caption=Text(note) if note else None)
-            out.add_column("")  # wraps before a name is cut
-            for name, cells, _ in group:
-                key_column(out, Text(name), cells, justify="right")
-            for j, column in enumerate(values):
-                out.add_row(Text(column.label), *(Text(cells[j]) for _, cells, _ in group))
+            out = RichTable(title=Text(self.title) if i == 0 else None, caption_justify="left",
+                            caption=self.caption if last else None)
+            out.add_column("", no_wrap=True, min_width=label_width)
+            for header, cells, _ in group:
+                key_column(out, Text(header), cells, justify="right")
+            for j, line in enumerate(self.lines):
+                if line.section:
+                    out.add_section()
+                out.add_row(Text(line.label), *(Text(cells[j]) for _, cells, _ in group), style=line.style)
             yield out
+        if legend:  # each name on a line of its own (folded only where it is wider than the terminal)
+            yield Text("\n".join(legend), style="dim", overflow="fold")
 
 
 def _eval_view(run: Run) -> list[RenderableType]:
     parts: list[RenderableType] = [render_summary(run.summary)]
     rows = headline(run)
-    extra = RichTable(title="Refusals, verdicts and judge agreement")
-    key_column(extra, "model", (row["model"] for row in rows))
-    for label in ("refusal rate", "failed answers", "failed verdicts", "judge α (ordinal)", "answers",
-                  "cut at token limit"):
-        extra.add_column(label, justify="right", overflow="fold")
-    for row in rows:
-        extra.add_row(Text(row["model"]), fmt(row["refusal_rate"], "pct"), fmt(row["failed_answers"], "int"),
-                      f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}",
-                      fmt(row["judge_alpha"], "float"), fmt(row["answers"], "int"),
-                      fmt(row["answers_at_token_limit"], "int"))
-    parts.append(extra)
+    parts.append(Columns("Refusals, verdicts and judge agreement", [row["model"] for row in rows], [
+        Line("refusal rate", [fmt(row["refusal_rate"], "pct") for row in rows]),
+        Line("failed answers", [fmt(row["failed_answers"], "int") for row in rows]),
+        Line("failed verdicts", [f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}"
+                                 for row in rows]),
+        Line("judge α (ordinal)", [fmt(row["judge_alpha"], "float") for row in rows]),
+        Line("answers", [fmt(row["answers"], "int") for row in rows]),
+        Line("cut at token limit", [fmt(row["answers_at_token_limit"], "int") for row in rows]),
+    ]))
     agreement = run.summary.get("judge_agreement") or {}
     means = run.summary.get("per_judge_mean") or {}
     if agreement.get("judges"):

@@ -34,7 +34,8 @@ import functools
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -204,11 +205,13 @@ class Summary(BaseModel):
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """Progress of one stage of a run: ``done`` of ``total`` items (``total`` None while unknown)."""
+    """Progress of one stage of a run: ``done`` of ``total`` items (``total`` None while unknown), of which
+    ``reused`` were finished by an earlier run in the same directory and are not done again."""
 
     stage: str
     done: int
     total: int | None
+    reused: int = 0
 
 
 ProgressHandler = Callable[[ProgressEvent], None]
@@ -217,13 +220,25 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def synchronous(func: Callable[P, Awaitable[T]], name: str | None = None) -> Callable[P, T]:
-    """The sync twin of an async function: same arguments, run to completion with ``asyncio.run``
-    (so it cannot be called from a running event loop: use the async one there)."""
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Runs a coroutine to completion from sync code: on this thread, or on a worker thread with an event
+    loop of its own when this thread already runs one (a notebook cell, an async test calling sync code),
+    where ``asyncio.run`` would refuse."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def synchronous(func: Callable[P, Coroutine[Any, Any, T]], name: str | None = None) -> Callable[P, T]:
+    """The sync twin of an async function: same arguments, run to completion by :func:`run_to_completion`
+    (so it works in a notebook cell too)."""
 
     @functools.wraps(func)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return asyncio.run(func(*args, **kwargs))  # type: ignore[arg-type]
+        return run_to_completion(func(*args, **kwargs))
 
     twin.__name__ = twin.__qualname__ = name or f"{func.__name__}_sync"
     twin.__doc__ = f"Synchronous :func:`{func.__name__}` (same arguments). {func.__doc__ or ''}"
@@ -308,6 +323,7 @@ class Run:
         self._on_progress = on_progress
         self._done: dict[str, int] = {}
         self._totals: dict[str, int | None] = {}
+        self._reused: dict[str, int] = {}
         self._started = time.perf_counter()
         self._store: RunStore | None = None
 
@@ -372,20 +388,26 @@ class Run:
             self.store.set_meta(key, without_secrets(value))
 
     # --- progress -------------------------------------------------------------------------------------
-    def expect(self, stage: str, total: int | None) -> None:
-        """Announces a stage and how many items it will finish (None: not known yet)."""
+    def expect(self, stage: str, total: int | None, reused: int = 0) -> None:
+        """Announces a stage and how many items it has (None: not known yet), of which ``reused`` are
+        already finished in the run directory (counted done from the start: a finished run run again
+        shows every stage complete, not at 0)."""
         self._totals[stage] = total
-        self._done.setdefault(stage, 0)
+        self._reused[stage] = reused
+        self._done[stage] = self._done.get(stage, 0) + reused
         self._emit(stage)
 
-    def advance(self, stage: str, n: int = 1) -> None:
-        """Counts ``n`` finished items of ``stage``."""
+    def advance(self, stage: str, n: int = 1, *, reused: bool = False) -> None:
+        """Counts ``n`` finished items of ``stage`` (``reused``: finished by an earlier run, not done now)."""
         self._done[stage] = self._done.get(stage, 0) + n
+        if reused:
+            self._reused[stage] = self._reused.get(stage, 0) + n
         self._emit(stage)
 
     def _emit(self, stage: str) -> None:
         if self._on_progress is not None:
-            self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage)))
+            self._on_progress(ProgressEvent(stage, self._done.get(stage, 0), self._totals.get(stage),
+                                            self._reused.get(stage, 0)))
 
     # --- retry on resume -------------------------------------------------------------------------------
     def pending(self, failures: list[FailedItem] | None) -> bool:
@@ -500,7 +522,7 @@ async def generate_pending(
     """
     stored = {record["id"]: record for record in run.store.records(kind, unit=unit)}
     todo = [item for item in items if run.pending(record_failures(GENERATIONS, stored.get(item.id), model))]
-    run.expect(stage, len(todo))
+    run.expect(stage, len(items), reused=len(items) - len(todo))
 
     async def one(item: ItemT) -> None:
         run.store.put(kind, f"{unit}|{item.id}", await generate(item), unit=unit)

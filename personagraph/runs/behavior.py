@@ -176,11 +176,12 @@ async def run(
             """The record of one item: the stored one, or a new one from ``await work()`` (a failed one again
             when retrying); its failure, if any, goes to ``failures``."""
             record = store.get(kind, f"{stage}|{item}")
-            if the_run.pending(record_failures(stage, record, model)):
+            pending = the_run.pending(record_failures(stage, record, model))
+            if pending:
                 record = {"id": item, **await work()}
                 store.put(kind, f"{stage}|{item}", record, unit=stage)
             failures.extend(failed_records(stage, [record], model))
-            the_run.advance(stage)
+            the_run.advance(stage, reused=not pending)
             return record
 
         async def label_all(stage: str, requests: list[tuple[str, str, str]]) -> list[str | None]:

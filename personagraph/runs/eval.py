@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from personagraph.agents import Agent
 from personagraph.agents.controls import contrast_persona, control_names, control_standing
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
+from personagraph.graphs.persona_eval import Scoring
 from personagraph.judges.base import Judge
 from personagraph.judges.judge import ready_protocol
 from personagraph.judges.protocols import reads_exemplars
@@ -31,20 +33,16 @@ from personagraph.resources import data_hash
 from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
-from personagraph.runs.executors.base import unit_outcome
+from personagraph.runs.executors.base import unit_end, unit_outcome, unit_to_run
 from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Seed, Verdict
 from personagraph.store import RunStore
 
 KIND = "eval"
 # ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, answers of at
-# most 128 tokens, the first judge). Taking the 3 nearest with no selector call (a shortlist of 3) was tried
-# on 2026-12-02 and not kept: in 8 alternating quick runs on a 2-core Xeon host it was not faster (mean 164
-# against 153 s, host noise ±20 s), and its homogeneous settings drew longer answers. The answer cap is the
-# quick run's critical path on 2 cores: a 256-token answer on the embedded 0.5B took 38 s, and its verdict
-# could only start after it. 160 until 2026-12-02: in 8 quick runs 4 of 5 answers often ran to the cap,
-# their last ~30 tokens repeating a sentence or listing recipe steps, and every capped token is decoded by
-# the 0.5B and read by the judge.
+# most 128 tokens, the first judge). The selector call stays (without it the run was not faster), and the
+# answer cap is the run's critical path on 2 cores: each answer's verdict starts only after it
+# (docs/benchmarks.md#quick-run).
 QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults
@@ -139,6 +137,11 @@ class EvalConfig(BaseModel):
             "exemplars": questions if self.reads_exemplars() else 0,
             "verdicts": questions * answering * len(self.judges),
         }
+
+    def scoring(self) -> Scoring:
+        """How this run's scores are computed (the same in ``summary.json`` and the graph's final state)."""
+        return Scoring(judges=self.judges, seed=self.seed, score_kind=self.score_kind,
+                       non_answers=self.non_answers, samples=self.samples, pass_threshold=self.pass_threshold)
 
     def answering(self) -> list[str]:
         """Every name that answers the questions: the models under test (``samples`` answers per question
@@ -240,9 +243,12 @@ async def run(
             prompts={name: load_prompt(name).version for name in PROMPTS}
             | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
         )
+        finished = [p for p in config.personas if unit_end(run.store, p, config) is not None
+                    and not unit_to_run(run.store, p, config)]  # units that will not run again
+        reused = config.model_copy(update={"personas": finished}).stage_totals()
         for stage, total in config.stage_totals().items():
             if total:
-                run.expect(stage, total)
+                run.expect(stage, total, reused=reused[stage])
         job = EvalJob(
             config=config,
             run_dir=Path(run_dir),
@@ -347,9 +353,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
     outcomes = [unit_outcome(store, p, config) for p in config.personas]
     summary = EvalSummary(
-        **summarize_scores(answers, verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
-                           tasks=tasks, score_kind=config.score_kind, samples=config.samples,
-                           pass_threshold=config.pass_threshold),
+        **summarize_scores(answers, verdicts, tasks=tasks, **asdict(config.scoring())),
         controls=_controls(every_answer, every_verdict, config, tasks) if config.controls else {},
         personas=len(config.personas),
         personas_finished=sum(o.done for o in outcomes),

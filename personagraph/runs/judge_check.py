@@ -316,7 +316,7 @@ async def run(
                     todo.append((item, kind))  # a failed one's reply, if any, comes from the response cache
                 else:
                     variants.append(variant)
-        ctx.expect("variants", len(todo))
+        ctx.expect("variants", len(todo) + len(variants), reused=len(variants))
 
         async def build(item: CheckItem, kind: VariantKind) -> Variant:
             async with gate:
@@ -353,7 +353,7 @@ async def run(
                     asks.append((judgement, spec, vid))
                 else:
                     verdicts[(judgement.key, spec)] = verdict
-        ctx.expect(STAGE_VERDICTS, len(asks))
+        ctx.expect(STAGE_VERDICTS, len(asks) + len(verdicts), reused=len(verdicts))
 
         async def judge(judgement: Judgement, spec: str, vid: str) -> None:
             async with gate:

@@ -120,7 +120,8 @@ async def run(
                 verdict = MetaVerdict.model_validate(stored) if stored is not None else None
                 if verdict is None or the_run.pending(_failures([verdict])):
                     todo.append((item, spec))
-        the_run.expect(STAGE, len(todo))
+        asked = len(items) * len(judges)
+        the_run.expect(STAGE, asked, reused=asked - len(todo))
         gate = asyncio.Semaphore(config.concurrency)
 
         async def one(item: MetaItem, spec: str) -> None:

@@ -98,3 +98,22 @@ def test_the_api_reference_covers_the_public_api(site: Path) -> None:
     assert absent == []
     for verb in ("aevaluate", "asimulate", "ajudge_check", "ameta_evaluate"):  # rendered from docstrings
         assert f'id="personagraph.api.{verb}"' in text
+
+
+def test_the_cli_reference_keeps_each_flag_whole_and_fills_the_defaults(site: Path) -> None:
+    """A flag is never broken (each name its own code span in a first column the site's CSS keeps on one
+    line), and an option whose help states its default in its first sentence shows it as its default."""
+    page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert "stylesheets/extra.css" in page and "td:first-child code" in css and "white-space: nowrap" in css
+    cells = [re.findall(r"<td>(.*?)</td>", row, re.DOTALL) for row in page.split("<tr>")[1:]]
+    rows = [row for row in cells if len(row) == 4]  # the options tables' rows
+    assert len(rows) > 100
+    for names, _, description, default in rows:
+        assert re.fullmatch(r"<code>-[^<\s]+</code>(<br\s*/?><code>-[^<\s]+</code>)*", names.strip()), names
+        first = re.sub(r"<[^>]+>", "", html.unescape(description)).split(". ", 1)[0]
+        if "(default " in first or "(repeatable; default " in first:
+            assert default.strip(), (names, description)
+    eval_section = page.split('id="personagraph-eval"', 1)[1].split("<h2", 1)[0]
+    assert re.search(r"<code>--environments</code></td>\s*<td>INTEGER</td>\s*<td>[^<]*</td>\s*<td>5</td>",
+                     eval_section)

@@ -16,8 +16,10 @@ import pytest
 
 from personagraph.errors import PersonagraphError
 from personagraph.graphs import persona_eval
+from personagraph.models import Meter, ModelSettings
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
+from personagraph.runs.executors.base import build_context, initial_state
 from personagraph.schemas import TASK_NAMES, Persona
 from personagraph.store import RunStore
 
@@ -244,3 +246,26 @@ def test_kill_and_restart_repeats_no_finished_call(tmp_path: Path) -> None:
     assert _calls(killed) == total
     expected = json.loads((reference / "summary.json").read_text())
     assert resumed["models"] == expected["models"]
+
+
+async def test_the_final_state_carries_the_scores_the_run_reports(run_dir: Path) -> None:
+    """The graph's ``scores`` (what a Studio run shows) equal ``summary.json``'s for the same persona: per
+    model and task, PersonaScore with its CI, refusal rate, samples, and the failed items."""
+    cfg = config(models=["test:agent", "test:empty"], environments=1, questions_per_task=1, samples=2)
+    summary = await run_eval(cfg, run_dir)
+    store = RunStore(run_dir)
+    try:
+        context = build_context(cfg, ModelSettings(), store, Meter())
+        graph = persona_eval.build_graph().compile()
+        final = await graph.ainvoke(initial_state(COWBOY, cfg), context=context)  # every call cached
+    finally:
+        store.close()
+    scores = final["scores"]
+    assert summary.failures and summary.models["test:agent"]["persona_score"] is not None
+    for model, reported in summary.models.items():
+        shown = scores["models"][model]
+        assert {k: shown[k] for k in ("persona_score", "ci", "tasks", "refusal_rate", "samples")} == {
+            k: reported[k] for k in ("persona_score", "ci", "tasks", "refusal_rate", "samples")}
+    assert (scores["score_kind"], scores["per_judge_mean"]) == (summary.score_kind, summary.per_judge_mean)
+    assert sorted((f["stage"], f["item"], f["model"]) for f in scores["failures"]) == sorted(
+        (f.stage, f.item, f.model) for f in summary.failures)

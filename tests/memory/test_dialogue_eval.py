@@ -50,10 +50,11 @@ async def test_settings_run_judge_and_resume(
     assert store.call_stats() == calls
 
 
-def test_the_top_level_verb_runs_a_setting(
+async def test_the_top_level_verb_runs_a_setting(
     tmp_path: Path, madial_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``personagraph.memory_dialogue`` (sync, keyword options = the config's fields) is the same run."""
+    """``personagraph.memory_dialogue`` (sync, keyword options = the config's fields) is the same run, and
+    runs inside a running event loop, as in a notebook cell (the other verbs: tests/test_api.py)."""
     monkeypatch.setattr(
         "personagraph.memory.madial.facts",
         lambda: {"memory_split": 76, "users": {}, "conversation_date": "2024-06-15"},

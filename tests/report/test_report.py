@@ -15,7 +15,9 @@ from personagraph.errors import PersonagraphError
 from personagraph.redact import REDACTED, redact_text, scrub
 from personagraph.report import build_report, load_run, load_runs, write_report
 from personagraph.report.cost import cost_of, price_of
+from personagraph.runs.eval import EvalConfig, build_summary
 from personagraph.schemas import TASK_NAMES
+from personagraph.store import RunStore
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +191,28 @@ def test_permanent_failures_are_not_promised_a_retry(tmp_path: Path) -> None:
     assert f"{len(summary.failures)} permanent: the model's stored reply is unusable, not retried" in page
     assert "re-running cannot change them" in page and "retries them" not in page
     assert page.count("no (permanent)") == len(summary.failures)
+
+
+def test_the_report_shows_the_scores_of_summary_json(tmp_path: Path) -> None:
+    """One score kind everywhere: the per-model and per-persona PersonaScores of the report are those of
+    summary.json (each persona's as summary.json has it for a run of that persona alone); the samples of a
+    question are labelled; the generator that ran is named."""
+    summary = evaluate(list(PERSONAS), models=["test:a"], judges=["test:j1", "test:j2"], environments=1,
+                       questions_per_task=1, samples=2, run_dir=tmp_path / "run")
+    assert summary.score_kind == "expected"  # expected scores differ from a mean of integer verdicts
+    run = load_run(tmp_path / "run")
+    page = build_report([run], lowest=100)
+    assert f"{summary.models['test:a']['persona_score']:.2f}" in page.split("Task profile", 1)[0]
+    per_persona = page.split("PersonaScore per persona", 1)[1].split("</table>", 1)[0]
+    config = EvalConfig.model_validate(run.config)
+    store = RunStore(tmp_path / "run", readonly=True, lock=False)
+    try:
+        for persona in config.personas:
+            alone = build_summary(store, config.model_copy(update={"personas": [persona]}))
+            row = per_persona.split(html.escape(persona.description), 1)[1].split("</tr>", 1)[0]
+            assert f"{alone.models['test:a']['persona_score']:.2f}" in row, persona
+    finally:
+        store.close()
+    lowest = page.split("Lowest-scored items", 1)[1]
+    assert "sample 1/2" in lowest and "sample 2/2" in lowest
+    assert "test:j1 (the first judge)" in page.split("Run configuration", 1)[1]

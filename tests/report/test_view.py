@@ -59,16 +59,58 @@ def _seven_columns() -> Table:
     return Table("Control arms: the judges' standing", columns, rows)
 
 
-@pytest.mark.parametrize("width", [60, 80, 100])
+@pytest.mark.parametrize("width", [60, 80, 120])
 def test_a_table_in_rows_is_never_cut_at_the_right_edge(width: int) -> None:
     """Floors of 10 for each text column once summed past a pipe's 80 columns: rich then cut the right-hand
     columns off, and the verdicts read "clea"."""
     table = _seven_columns()
     lines = _render(table, width)
+    assert all(len(line.rstrip()) <= width for line in lines), "\n".join(lines)
     boxed = [line.rstrip() for line in lines if line[:1] in "┏┃┡│└"]
-    assert boxed and all(line[-1] in "┓┃┩│┘" for line in boxed), "\n".join(lines)
+    if not boxed:  # its names and numbers do not fit side by side: a block per row, every value whole
+        for row in table.rows:
+            for column in table.columns:
+                value = fmt(row[column.key], column.fmt)
+                assert any(f"{column.label}  " in line and value in line for line in lines), (value, lines)
+        assert width < 120  # 120 columns hold them in rows
+        return
+    assert all(line[-1] in "┓┃┩│┘" for line in boxed), "\n".join(lines)
     body = [line.split("│")[1:-1] for line in boxed if line.startswith("│")]
     shown = ["".join(cells[i] for cells in body).replace(" ", "") for i in range(len(table.columns))]
     for i, column in enumerate(table.columns):  # each column's cells, folded over lines, read in order
         expected = "".join(fmt(row[column.key], column.fmt) for row in table.rows).replace(" ", "")
         assert shown[i] == expected, "\n".join(lines)
+
+
+def test_view_at_80_columns_shows_every_spec_and_task_whole(tmp_path) -> None:
+    """``personagraph view`` of a run with long model specs, at 80 columns: each model spec of the run
+    (models, judges, generator), each task and each role appears whole on a line."""
+    from personagraph.api import evaluate
+    from personagraph.report.load import load_run
+    from personagraph.report.view import view
+    from personagraph.schemas import TASK_NAMES
+
+    models = ["test:agent", "test:Qwen/Qwen2.5-7B-Instruct-with-a-long-name", "test:another-agent-of-ours"]
+    judges = ["test:j1", "test:judge-with-a-rather-long-name"]
+    evaluate("A nurse", models=models, judges=judges, generator="test:gen", environments=1,
+             questions_per_task=1, run_dir=tmp_path / "run")
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(view(load_run(tmp_path / "run")))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    text = "\n".join(lines)
+    assert all(len(line) <= 80 for line in lines), text
+    for name in [*models, *judges, "test:gen", *TASK_NAMES, "env_selector", "exemplar_gen", "question_gen"]:
+        assert any(name in line for line in lines), f"{name!r} is split:\n{text}"
+
+
+def test_a_name_wider_than_the_terminal_is_numbered_and_named_whole_below() -> None:
+    from personagraph.report.view import Columns, Line
+
+    name = "openai@a-very-long-endpoint-name:org/" + "a-model-name-that-goes-on-" * 2 + "and-on"
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(Columns("PersonaScore (1–5)", [name, SHORT],
+                          [Line("Persona Consistency", ["3.40", "2.60"])]))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert any("(1)" in line and SHORT in line for line in lines)  # side by side, under its number
+    legend = lines[next(i for i, line in enumerate(lines) if line.startswith("(1) ")):]
+    assert "".join(line.strip() for line in legend) == f"(1){name}", lines  # wider than 80: folded, in full

@@ -27,7 +27,7 @@ class Item:
 
 async def _generate(
     run_dir: Path, items: list[Item], failing: set[str]
-) -> tuple[list[dict], list[str], list[tuple[str, int, int | None]]]:
+) -> tuple[list[dict], list[str], list[tuple[str, int, int | None, int]]]:
     """Runs the loop once; returns the records, the ids generated and the progress events."""
     asked: list[str] = []
     events: list[ProgressEvent] = []
@@ -42,7 +42,7 @@ async def _generate(
     with Run(KIND, run_dir, Config(), unit="u", on_progress=events.append) as run:
         current = await generate_pending(run, items, one, kind=GENERATION, unit="u", model="test:a",
                                          stage="replies")
-    return current, asked, [(e.stage, e.done, e.total) for e in events]
+    return current, asked, [(e.stage, e.done, e.total, e.reused) for e in events]
 
 
 def test_generates_pending_items_only_and_returns_records_in_item_order(tmp_path: Path) -> None:
@@ -51,12 +51,12 @@ def test_generates_pending_items_only_and_returns_records_in_item_order(tmp_path
     assert sorted(asked) == ["0", "1", "2", "3"]
     assert [r["id"] for r in current] == ["0", "1", "2", "3"]
     assert [r["status"] for r in current] == ["ok", "ok", "failed", "ok"]
-    assert ("replies", 4, 4) in events
+    assert ("replies", 4, 4, 0) in events
 
     current, asked, events = asyncio.run(_generate(tmp_path, items, failing=set()))  # resume: the failed one
     assert asked == ["2"]
     assert [r["status"] for r in current] == ["ok"] * 4
-    assert ("replies", 1, 1) in events
+    assert events == [("replies", 3, 4, 3), ("replies", 4, 4, 3)]  # 3 finished before, reused
 
     current, asked, _ = asyncio.run(_generate(tmp_path, items + [Item("4")], failing=set()))
     assert asked == ["4"]  # a new item is pending, finished ones are not

@@ -1,5 +1,5 @@
 """Every run kind reports its progress as the CLI draws it: each stage announces a total the library knows
-and its last event reaches it (a bar that stops short, or none at all, is what issue 17 complained of)."""
+and its last event reaches it (no bar stops short, and none is missing)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,16 @@ async def test_judging_a_saved_session_counts_its_turns_and_the_verdict(tmp_path
                         on_progress=events.append)
     last = {event.stage: (event.done, event.total) for event in events}
     assert last == {"turns": (2, 2), "session verdict": (1, 1)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_finished_run_run_again_shows_what_it_reused(kind: str, tmp_path: Path) -> None:
+    """Run again on its finished directory, a run shows every stage complete and says which items an
+    earlier run finished, rather than bars standing at 0."""
+    await KINDS[kind](tmp_path, lambda event: None)
+    events: list[ProgressEvent] = []
+    await KINDS[kind](tmp_path, events.append)
+    last = {event.stage: event for event in events}
+    assert last
+    assert {s: (e.done, e.total, e.reused) for s, e in last.items()
+            if not e.done == e.total == e.reused} == {}

@@ -6,6 +6,7 @@ evaluated afresh."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,11 @@ def test_persona_tests_pass_then_cost_nothing_and_a_worse_agent_fails(
     # each failure's report once (pytest repeats whole messages in its short summary when CI is set)
     reports = {line.split("report: ", 1)[1].strip() for line in failure.splitlines() if "report: " in line}
     assert len(reports) == 2 and all(Path(r).is_file() and Path(r).suffix == ".html" for r in reports)
+    for report in map(Path, reports):  # under 1 MB: the plotting library is one shared file beside them
+        page = report.read_text(encoding="utf-8")
+        (library,) = re.findall(r'<script type="text/javascript" src="([^"]+)"></script>', page)
+        assert report.stat().st_size < 1_000_000 and (report.parent / library).is_file()
+        assert (report.parent / library).resolve().parent == pytester.path / ".personagraph" / "assets"
     # simulate: the session named with its consistency and the judge's rationale, the first break
     assert "(my_agents:robot as 'A 70-year-old retired cowboy from Texas'): consistency 2.00 < 4.0" in failure
     assert "test:keyword: 2 — could be anyone" in failure
@@ -196,3 +202,14 @@ def test_samples_pass_through_to_evaluate(tmp_path: Path) -> None:
     assert result["samples"]["k"] == 2 and result["samples"]["pass_k"] == 1.0
     assert tester._eval_call(cowboy, PERSONA, None, True, 2, {})[1] != tester._eval_call(
         cowboy, PERSONA, None, True, None, {})[1]
+
+
+def test_the_summary_line_counts_the_runs_of_every_xdist_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``pytest -n 2`` the tests run in two workers: the controller's summary line adds them up."""
+    pytest.importorskip("xdist")
+    _project(pytester, monkeypatch)
+    result = _run(pytester, "-n", "2", "-k", "function_agent or plugin_path or robot_session")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["personagraph: 3 persona run(s), * LLM call(s), 0 fully cached*"])

@@ -126,6 +126,7 @@ def build_context(
         questions_per_task=config.questions_per_task,
         judge_protocol=config.judge_protocol,
         exemplars=config.reads_exemplars(),
+        scoring=config.scoring(),
         on_item=on_item or (lambda stage: None),
     )
 
@@ -292,11 +293,18 @@ async def run_unit(
             await graph.ainvoke(state, thread, context=context, durability="exit")
     else:
         await graph.ainvoke(initial_state(persona, config), context=context)
-    rows = UnitRecords.read(context.store, persona, config)
-    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempt + 1,
+    record_unit_end(context.store, persona, config, attempt + 1)
+
+
+def record_unit_end(store: Any, persona: Persona, config: EvalConfig, attempts: int) -> None:
+    """Records how a unit's graph ended: ``unit_done``, or ``unit_failed`` when items failed, with the
+    inventory of its records (see :func:`run_unit`)."""
+    rows = UnitRecords.read(store, persona, config)
+    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempts,
               "records": rows.inventory()}
-    failed = rows.failures(context.store, config)
+    failed = rows.failures(store, config)
+    uid = unit_id(persona, config)
     if failed:
-        context.store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)
+        store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)
     else:
-        context.store.put(UNIT_DONE, uid, record, unit=persona.id)
+        store.put(UNIT_DONE, uid, record, unit=persona.id)
