@@ -158,8 +158,10 @@ def run_sync(coroutine: Awaitable[T]) -> T:
     """Runs a coroutine to completion from sync code: on this thread, or on a worker thread when this
     thread already runs an event loop (a notebook, an async test calling a sync evaluator)."""
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
+        running = None  # not raised from here: its failure would be shown chained to this probe's error
+    if running is None:
         return asyncio.run(coroutine)  # type: ignore[arg-type]
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]

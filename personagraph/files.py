@@ -101,7 +101,7 @@ def check_input_file(path: str | Path) -> Path:
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _RUN_MARKER = "run.sqlite"  # a folder holding this is a run directory (store.STORE_FILE; files.py sits below store.py)
-_RUN_FOLDERS = ("transcripts", "judge-check")  # a run's own folders
+RUN_FOLDERS = ("transcripts", "judge-check")  # a run's own folders (never a link: see store.refuse_links)
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: mkstemp makes files 0600, outputs get the permissions open() would give them
 
@@ -130,7 +130,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
 def _run_dir_of(path: Path) -> Path | None:
     """The run directory ``path`` lies in (its folder holds a run store), if any."""
     folder = path.parent
-    candidates = [folder, folder.parent] if folder.name in _RUN_FOLDERS else [folder]
+    candidates = [folder, folder.parent] if folder.name in RUN_FOLDERS else [folder]
     return next((candidate for candidate in candidates if (candidate / _RUN_MARKER).exists()), None)
 
 

@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import RUN_FOLDERS
 from personagraph.records import meta_problem, record_problem
 
 STORE_FILE = "run.sqlite"
@@ -260,7 +261,7 @@ class RunStore:
         self.created = False  # this store made its run.sqlite (a refused start removes what it made)
         if not readonly:
             self._make_dir()
-            refuse_links(self.run_dir, (*STORE_FILES, "transcripts"))
+            refuse_links(self.run_dir, (*STORE_FILES, *RUN_FOLDERS))
             self._refuse_lost_store()
             self.created = not self.path.exists()
         self._run_lock = RunLock(self.run_dir) if lock and not readonly else None

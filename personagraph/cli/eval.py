@@ -24,6 +24,7 @@ from personagraph.cli._common import (
     progress_display,
     run,
 )
+from personagraph.cli.judge_check import protocol_line
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.personas import load_personas
@@ -134,6 +135,8 @@ def eval_command(
             console.print(rich_table(table))
             for line, warn in control_lines(shown):
                 console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
+        if check := shown.get("judge_check"):
+            console.print(plain(protocol_line(check.get("protocols") or {})), soft_wrap=True)
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
             f"failed items: {len(summary.failures)} · incomplete personas: {summary.incomplete} · "

@@ -28,14 +28,21 @@ from personagraph.report.view import rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.judge_check import SUMMARY_FILE, JudgeCheckConfig, JudgeCheckSummary
 from personagraph.runs.judge_check import run as run_check
+from personagraph.terminal import plain
+
+
+def protocol_line(protocols: dict[str, str]) -> str:
+    """Which protocol each judge of a check was asked with (an eval's check asks as the eval did)."""
+    return "judge check protocols: " + ", ".join(f"{judge} {name}" for judge, name in protocols.items())
 
 
 def render_check(summary: JudgeCheckSummary) -> None:
-    """The figures table, then one verdict line per judge (WARN in red)."""
+    """The figures table, then one verdict line per judge (WARN in red), then the protocols asked with."""
     for table in judge_validity_tables(summary.model_dump(mode="json")):
         console.print(rich_table(table))
     for result in summary.results.values():
         console.print(Text(result.line, style="bold red" if result.verdict == "warn" else "bold green"))
+    console.print(plain(protocol_line(summary.protocols)), soft_wrap=True)
 
 
 def judge_check_command(

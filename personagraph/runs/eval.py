@@ -262,7 +262,8 @@ async def run(
             run.store.flush()  # the check reads this run's answers from the store
             check = judge_check.JudgeCheckConfig(from_run=str(run_dir), per_task=config.judge_check,
                                                  seed=config.seed, concurrency=config.concurrency,
-                                                 retry_failed=config.retry_failed)
+                                                 retry_failed=config.retry_failed,
+                                                 judge_protocol=config.judge_protocol)
             found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
                                           judge_objects=judge_objects, on_progress=on_progress)
             summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]
@@ -312,9 +313,12 @@ def _controls(answers: list[Answer], verdicts: list[Verdict], config: EvalConfig
     scored = summarize_scores(arms, arm_verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
                               tasks=tasks, score_kind=kind)
     items = score_items(answers, verdicts, kind, config.non_answers)
+    failed = {a.id for a in answers if a.status != "ok"}
+    for arm, result in scored["models"].items():  # an arm with failed answers scores fewer than were asked
+        result["incomplete"] = bool(result.get("incomplete") or any(a.model == arm for a in arms if a.id in failed))
     return {"arms": scored["models"],
             "contrast_personas": {p.description: contrast_persona(p.description) for p in config.personas},
-            **control_standing(items, config.models, seed=config.seed)}
+            **control_standing(items, config.models, seed=config.seed, failed=failed)}
 
 
 def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSummary:
@@ -333,7 +337,9 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     answering = set(config.answering())
     every_answer = [Answer.model_validate(a) for a in store.records("answer")]
     every_answer = sorted(
-        (a for a in every_answer if a.persona_id in persona_ids and a.model in answering), key=lambda a: a.id
+        (a for a in every_answer if a.persona_id in persona_ids and a.model in answering
+         and a.sample < config.samples),  # a run with more samples stored its others too: not asked now
+        key=lambda a: a.id,
     )
     every_verdict = [Verdict.model_validate(v) for v in store.records("verdict")]
     answering_ids = {a.id for a in every_answer}
