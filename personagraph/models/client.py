@@ -193,7 +193,7 @@ def cut_off_json(text: str) -> bool:
         return (exc.msg.startswith("Unterminated string") or not rest
                 or any(word.startswith(rest) for word in ("true", "false", "null"))
                 or _NUMBER_PART.fullmatch(rest) is not None)
-    except RecursionError:
+    except (ValueError, RecursionError):  # a number past the digit limit, nesting too deep: not cut off
         return False
     return False
 
@@ -229,11 +229,46 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # not JSON, a 5000-digit number, nested too deep
             continue
         if isinstance(value, dict):
             return value
     raise ValueError("no JSON object found in the reply")
+
+
+def parse_structured(text: str, schema: type[T]) -> T:
+    """The JSON object in a reply (:func:`extract_json`) validated against ``schema``; a ``true`` or ``false``
+    where the schema wants a number is refused (pydantic would read ``{"score": true}`` as a score of 1).
+
+    Raises:
+        ValueError: no JSON object, or a bool for a number (``ValidationError`` is one).
+    """
+    value = extract_json(text)
+    if (where := _bool_for_number(value, _json_schema(schema))) is not None:
+        raise ValueError(f"{where}: a bool where a number belongs")
+    return schema.model_validate(value)
+
+
+def _bool_for_number(value: Any, schema: dict[str, Any], root: dict[str, Any] | None = None,
+                     where: str = "object") -> str | None:
+    """Where ``value`` holds a bool that ``schema`` (a JSON schema) types as a number, or None."""
+    root = root or schema
+    if ref := schema.get("$ref"):
+        schema = root.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+    options = schema.get("anyOf") or [schema]
+    kinds = {option.get("type") for option in options}
+    if isinstance(value, bool):
+        return where if kinds & {"integer", "number"} and "boolean" not in kinds else None
+    for option in options:
+        if isinstance(value, dict) and "properties" in option:
+            for name, sub in option["properties"].items():
+                if name in value and (found := _bool_for_number(value[name], sub, root, name)) is not None:
+                    return found
+        elif isinstance(value, list) and isinstance(option.get("items"), dict):
+            for i, item in enumerate(value):
+                if (found := _bool_for_number(item, option["items"], root, f"{where}.{i}")) is not None:
+                    return found
+    return None
 
 
 @lru_cache(maxsize=256)
@@ -524,7 +559,7 @@ class ModelClient:
         error = ""
         for attempt in range(2):
             try:
-                value = schema.model_validate(extract_json(reply.text))
+                value = parse_structured(reply.text, schema)
                 return Structured("ok", value, reply.text, cached=cached, logprobs=reply.logprobs)
             except (ValueError, ValidationError) as exc:
                 error = _short_error(exc)

@@ -190,3 +190,121 @@ def test_n12_controls_of_a_failing_agent_flag_nothing(tmp_path: Path) -> None:
     assert all(row["incomplete"] and not row["flagged"] for row in controls["standing"])
     assert controls["arms"]["control:contrast:test:down"]["incomplete"] is True
     assert "NOT clearly below" not in output and "no verdict on the judges" in output
+
+
+# --- N-6: integers past Python's digit limit in any JSON or YAML input are one line -------------------------
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize("name,text,command", [
+    ("in.jsonl", f'{{"persona": "A nurse", "age": {BIG}}}\n', ["eval", "--personas", "{f}", "-m", "test:agent",
+                                                               "-j", "test:j1", "--run-dir", "{run}"]),
+    ("in.yaml", f"- persona: A nurse\n  age: {BIG}\n", ["eval", "--personas", "{f}", "-m", "test:agent",
+                                                        "-j", "test:j1", "--run-dir", "{run}"]),
+    ("in.jsonl", f'{{"id": "a", "score": {BIG}}}\n', ["meta-eval", "--items", "{f}", "-j", "test:j1",
+                                                      "--run-dir", "{run}"]),
+    ("in.jsonl", f'{{"id": "a", "score": {BIG}}}\n', ["score", "--input", "{f}", "--metrics", "bleu",
+                                                      "--output", "{run}.jsonl"]),
+    ("in.jsonl", f'{{"role": "user", "text": "hi", "index": {BIG}}}\n', ["judge-session", "{f}", "-j", "test:j1",
+                                                                       "--run-dir", "{run}"]),
+    ("in.jsonl", f'{{"user_id": "u", "text": "hi", "n": {BIG}}}\n', ["memory", "import", "{f}",
+                                                                   "--memory-dir", "{run}"]),
+], ids=["eval-jsonl", "eval-yaml", "meta-eval", "score", "judge-session", "memory-import"])
+def test_n06_a_5000_digit_number_is_one_line_and_leaves_nothing(tmp_path: Path, name: str, text: str,
+                                                                command: list[str]) -> None:
+    source = tmp_path / name
+    source.write_text(text)
+    run = tmp_path / "run"
+    code, output = cli(*(part.replace("{f}", str(source)).replace("{run}", str(run)) for part in command))
+    assert code == 2 and "a number of 5000 digits" in one_line_error(output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+# --- N-10: log-probabilities and numbers in a judge's reply are checked ------------------------------------
+@pytest.mark.parametrize("logprob", [5.0, 1e-9, float("nan"), float("inf"), float("-inf"), True, "0.5"],
+                         ids=["positive", "barely-positive", "nan", "inf", "minus-inf", "bool", "positive-text"])
+@pytest.mark.parametrize("where", ["token", "alternative"])
+def test_n10_an_impossible_log_probability_drops_the_set(logprob: object, where: str) -> None:
+    from personagraph.models.openai_http import parse_logprobs
+
+    good = {"token": "3", "logprob": -0.1, "top_logprobs": [{"token": "3", "logprob": -0.1},
+                                                           {"token": "4", "logprob": -2.5}]}
+    bad = json.loads(json.dumps(good))
+    if where == "token":
+        bad["logprob"] = logprob
+    else:
+        bad["top_logprobs"][1]["logprob"] = logprob
+    assert parse_logprobs({"content": [good]}) is not None
+    assert parse_logprobs({"content": [good, bad]}) is None
+
+
+@pytest.mark.parametrize("reply", ['{"rationale": "fine", "score": true}',
+                                   '{"rationale": "fine", "score": false}'], ids=["true", "false"])
+def test_n10_a_bool_score_is_not_a_verdict(tmp_path: Path, reply: str) -> None:
+    from personagraph.models import ModelClient
+    from personagraph.models.testing import register_script
+    from personagraph.schemas import JudgeReply
+
+    register_script("rt-bool-judge", lambda messages, schema: reply)
+    client = ModelClient.create("test:rt-bool-judge", "judge")
+    result = asyncio.run(client.structured([{"role": "user", "content": "judge"}], JudgeReply))
+    assert result.status == "failed" and "a bool where a number belongs" in (result.error or "")
+
+
+# --- N-11: evaluators: untrusted replies and odd arguments are values or one-line errors ---------------------
+def test_n11_a_deeply_nested_judge_reply_is_an_unscored_verdict() -> None:
+    from personagraph.evaluators import create_persona_judge
+
+    judge = create_persona_judge(judge=lambda messages: "[" * 100_000 + "]" * 100_000, protocol="rationale")
+    result = judge(inputs={"persona": PERSONA, "question": "How do you travel?"}, outputs="On horseback.")
+    assert result["score"] is None and result["metadata"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("kwargs,call,named", [
+    ({"judge": "test:j1", "key": 5}, None, "key"),
+    ({"judge": "test:j1", "key": ""}, None, "key"),
+    ({"judge": "test:j1", "score_kind": "median"}, None, "score_kind"),
+    ({"judge": "test:j1"}, {"outputs": "a\ud800b"}, "outputs"),
+    ({"judge": "test:j1"}, {"outputs": "fine", "inputs": {"persona": "A nurse\udc8c", "question": "Hi?"}}, "inputs"),
+], ids=["key-int", "key-empty", "score-kind", "surrogate-outputs", "surrogate-persona"])
+def test_n11_bad_evaluator_arguments_are_one_line(kwargs: dict, call: dict | None, named: str) -> None:
+    from personagraph.evaluators import create_persona_judge
+
+    with pytest.raises(PersonagraphError, match=named) as refused:
+        judge = create_persona_judge(**kwargs)
+        assert call is not None
+        judge(**{"inputs": {"persona": PERSONA, "question": "How do you travel?"}, **call})
+    assert "\n" not in str(refused.value)
+
+
+def test_n11_a_bool_score_from_a_plug_in_judge_is_not_a_score() -> None:
+    from personagraph.evaluators import create_persona_judge
+
+    judge = create_persona_judge(judge=lambda messages: '{"rationale": "yes", "score": true}', protocol="rationale")
+    result = judge(inputs={"persona": PERSONA, "question": "How do you travel?"}, outputs="On horseback.")
+    assert result["score"] is None and "a bool where a number belongs" in result["comment"]
+
+
+# --- N-15: the pytest cache folder: one-line errors, never written through a link, no chained noise ----------
+@pytest.mark.parametrize("plant", ["cache is a file", "dangling .gitignore link", "cache is a link",
+                                   "test folder is a link"])
+def test_n15_a_bad_cache_folder_is_one_line_and_nothing_is_written_outside(tmp_path: Path, plant: str) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    cache = root / ".personagraph"
+    if plant == "cache is a file":
+        cache.write_text("x")
+    elif plant == "dangling .gitignore link":
+        cache.mkdir()
+        (cache / ".gitignore").symlink_to(outside / "victim")
+    elif plant == "cache is a link":
+        cache.symlink_to(outside)
+    else:
+        cache.mkdir()
+        (cache / "t_n15").symlink_to(outside)
+    tester = PersonaTester("t::n15", root)
+    with pytest.raises(PersonagraphError, match=r"\.personagraph") as refused:
+        tester.assert_persona("test:agent", PERSONA, judges=["test:j1"], min_score=1)
+    assert "\n" not in str(refused.value) and list(outside.iterdir()) == []
+    assert not isinstance(refused.value.__context__, RuntimeError)  # not chained to an event-loop probe's
