@@ -53,6 +53,9 @@ def fail(message: str) -> typer.Exit:
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a process ended by it
+MAX_COUNT = 10**9  # the upper bound of a flag counting records, items or memories ("only the first N")
+MAX_TOKENS = 8192  # the upper bound of a flag giving a reply's token budget
+MAX_BERT_LAYERS = 48  # the most layers of a BERTScore model (the packaged one has 6: checked when it loads)
 
 
 class _Terminated:

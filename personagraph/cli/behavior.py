@@ -11,6 +11,8 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
     console,
     model_settings,
@@ -22,6 +24,7 @@ from personagraph.cli.score import EMBEDDING_OPTION
 from personagraph.metrics.behavior import BehaviorConfig, Estimate
 from personagraph.runs.behavior import BehaviorSummary
 from personagraph.runs.behavior import run as run_behavior_alignment
+from personagraph.schemas import MAX_SEED
 
 
 def _estimate(e: Estimate | None) -> tuple[str, str, str]:
@@ -44,13 +47,13 @@ def behavior_command(
     system: str | None = typer.Option(None, "--system", help="A model spec that plays the recommender "
                                       "(generates the system responses)."),
     system_speaker: str = typer.Option("RECOMMENDER", "--system-speaker", help="Speaker the system plays."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N dialogues."),
     run_dir: Path = typer.Option(Path("runs/behavior"), "--run-dir", help="Where results go (LLM calls are "
                                  "cached there, so a rerun resumes)."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Bootstrap seed."),
     n_resamples: int = typer.Option(2000, "--n-resamples", "--resamples", min=100, max=100_000,
                                     help="Bootstrap resamples per interval."),
-    max_tokens: int = typer.Option(128, "--max-tokens", min=1, help="Longest --system response, in tokens."),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=1, max=MAX_TOKENS, help="Longest --system response, in tokens."),
     embedding_model: str | None = EMBEDDING_OPTION,
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,

@@ -20,6 +20,7 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.files import lone_surrogate
 from personagraph.models import ModelClient
 from personagraph.runs.plugins import load_plugins
 from personagraph.runs.simulate import DEFAULT_AGENT, chat
@@ -55,9 +56,12 @@ def chat_command(
 
         def read(view: UserView) -> str | None:
             try:
-                return console.input("[bold green]you>[/] ")
+                line = console.input("[bold green]you>[/] ")
             except EOFError:
                 return None
+            if lone_surrogate(line) is not None:  # bytes that are not UTF-8 (decoded with surrogateescape)
+                raise PersonagraphError("stdin: not UTF-8 text; type text, or pipe a UTF-8 file")
+            return line
 
         def on_event(kind: str, payload: dict[str, Any]) -> None:
             if kind == "agent_turn":

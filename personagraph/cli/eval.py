@@ -33,6 +33,7 @@ from personagraph.report.view import render_summary, rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
 from personagraph.runs.eval import run as run_eval
+from personagraph.schemas import MAX_SEED
 from personagraph.terminal import plain
 
 
@@ -47,9 +48,9 @@ def eval_command(
     judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
     generator: str | None = typer.Option(None, help="Model that selects environments and writes questions "
                                          "and exemplars (default: the first judge)."),
-    environments: int | None = typer.Option(None, "--environments", min=1, help="Environments per persona (default 5)."),
-    questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, help="Questions per task (default 2)."),
-    shortlist: int | None = typer.Option(None, "--shortlist", min=0, help="Show the selector only the N pool "
+    environments: int | None = typer.Option(None, "--environments", min=1, max=50, help="Environments per persona (default 5)."),
+    questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, max=50, help="Questions per task (default 2)."),
+    shortlist: int | None = typer.Option(None, "--shortlist", min=0, max=1000, help="Show the selector only the N pool "
                                          "environments nearest the persona by embedding (default 0: the whole "
                                          "pool; helps small selector models). N up to --environments: no "
                                          "selector, the nearest are taken."),
@@ -62,7 +63,7 @@ def eval_command(
         help=f"Longest answer, in tokens (default {default_of(EvalConfig, 'max_answer_tokens')})."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
-    seed: int = typer.Option(0, help="Seed for sampling and statistics."),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed for sampling and statistics."),
     quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
                                f"answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
@@ -72,7 +73,7 @@ def eval_command(
     retry_permanent: bool = RETRY_PERMANENT_OPTION,
     non_answers: str = typer.Option("minimum", "--non-answers", help="Failed or empty answers: 'minimum' scores "
                                     "them the rubric's lowest score (counted), 'exclude' leaves them out."),
-    judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
+    judge_check: int = typer.Option(0, "--judge-check", min=0, max=1000, help="Then check the judges on N answers per task "
                                     "(persona swap, AI disclosure, …; see judge-check); 0: off."),
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     score_kind: str = typer.Option("expected", "--score-kind", help="Scores from 'expected' (probability-"

@@ -13,6 +13,8 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
     console,
     model_settings,
@@ -28,6 +30,7 @@ from personagraph.report.view import rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.judge_check import SUMMARY_FILE, JudgeCheckConfig, JudgeCheckSummary
 from personagraph.runs.judge_check import run as run_check
+from personagraph.schemas import MAX_SEED
 from personagraph.terminal import plain
 
 
@@ -71,7 +74,7 @@ def judge_check_command(
         "generator, else the first judge).",
     ),
     per_task: int | None = typer.Option(
-        None, "--per-task", min=1, help="Answers per task taken from the run (seeded choice; default all)."
+        None, "--per-task", min=1, max=MAX_COUNT, help="Answers per task taken from the run (seeded choice; default all)."
     ),
     variant: list[str] = typer.Option(
         [], "--variant", help=f"Variant kinds (repeatable; default all: {', '.join(VARIANT_KINDS)})."
@@ -86,7 +89,7 @@ def judge_check_command(
         help=f"Where variants, verdicts and {SUMMARY_FILE} go; reuse it to resume.",
     ),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Model calls in flight."),
-    seed: int = typer.Option(0, help="Seed for the variants, the answer choice and the bootstrap."),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed for the variants, the answer choice and the bootstrap."),
     resamples: int = typer.Option(
         1000, "--n-resamples", "--resamples", min=100, max=100_000, help="Bootstrap resamples per interval."
     ),
@@ -102,10 +105,10 @@ def judge_check_command(
         "smaller share of AI disclosures (own score at most the break cap).",
     ),
     max_judge_tokens: int = typer.Option(
-        256, "--max-judge-tokens", min=16, help="Reply budget of a verdict."
+        256, "--max-judge-tokens", min=16, max=MAX_TOKENS, help="Reply budget of a verdict."
     ),
     max_variant_tokens: int = typer.Option(
-        400, "--max-variant-tokens", min=16, help="Reply budget of a generated variant."
+        400, "--max-variant-tokens", min=16, max=MAX_TOKENS, help="Reply budget of a generated variant."
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,

@@ -10,6 +10,8 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
     console,
     model_settings,
@@ -22,17 +24,18 @@ from personagraph.errors import PersonagraphError
 from personagraph.metrics.longlamp import RETRIEVERS, LongLaMPConfig, load_longlamp
 from personagraph.runs.longlamp import LongLaMPSummary
 from personagraph.runs.longlamp import run as run_longlamp
+from personagraph.schemas import MAX_SEED
 
 
 def longlamp_command(
     data: Path = typer.Option(..., "--data", help='JSONL of {"input", "output", "profile": [{...}]} records.'),
     model: str = typer.Option(..., "--model", "-m", help="Model that writes: local:<name>, openai:<model>, test:<name>."),
     retriever: str = typer.Option("bm25", "--retriever", help=f"Profile retriever: {'|'.join(RETRIEVERS)}."),
-    k: int = typer.Option(1, "--k", "-k", min=1, help="Profile items put in the prompt."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N records."),
+    k: int = typer.Option(1, "--k", "-k", min=1, max=MAX_COUNT, help="Profile items put in the prompt."),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N records."),
     run_dir: Path = typer.Option(Path("runs/longlamp"), "--run-dir", help="Where results go; reuse it to resume."),
-    seed: int = typer.Option(0, help="Seed of the random retriever."),
-    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Generation limit per text."),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed of the random retriever."),
+    max_tokens: int = typer.Option(512, "--max-tokens", min=1, max=MAX_TOKENS, help="Generation limit per text."),
     temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,

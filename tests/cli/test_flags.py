@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import typer
@@ -132,3 +132,27 @@ def test_judge_session_command_and_verb_take_the_same_options() -> None:
     from_flags = {aliases.get(option[0], option[0][2:].replace("-", "_")) for option in flags(("judge-session",))}
     parameters = set(inspect.signature(api.ajudge_session).parameters) - CALLBACKS - {"transcript"}
     assert from_flags == parameters
+
+
+def commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command of the CLI (subcommands of groups included) with its path."""
+    command = command or typer.main.get_command(app)
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from commands(sub, (*path, name))
+    else:
+        yield path, command
+
+
+def test_every_numeric_flag_of_every_command_has_both_bounds() -> None:
+    """A number a flag takes is refused in one line before any work when it is out of range, at both ends:
+    an unbounded one (--max-tokens 99999999999, --seed -1) was sent on or crashed deep inside."""
+    unbounded = [
+        (" ".join(path), option.opts[0])
+        for path, command in commands()
+        for option in command.params
+        if option.param_type_name == "option"
+        and {int, float} & {option.type_descriptor.annotation, *get_args(option.type_descriptor.annotation)}
+        and (option.min is None or option.max is None)
+    ]
+    assert unbounded == []

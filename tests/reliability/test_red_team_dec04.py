@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import sqlite3
 import subprocess
@@ -308,3 +307,61 @@ def test_n15_a_bad_cache_folder_is_one_line_and_nothing_is_written_outside(tmp_p
         tester.assert_persona("test:agent", PERSONA, judges=["test:j1"], min_score=1)
     assert "\n" not in str(refused.value) and list(outside.iterdir()) == []
     assert not isinstance(refused.value.__context__, RuntimeError)  # not chained to an event-loop probe's
+
+
+# --- N-7: judge-session checks every field of a turn line before the store is opened ------------------------
+@pytest.mark.parametrize("turn,named", [
+    ({"role": "user", "text": "hi", "level": 99}, "level"),
+    ({"role": "user", "text": "hi", "level": "x"}, "level"),
+    ({"role": "user", "text": "hi", "status": ["x"]}, "status"),
+    ({"role": "user", "text": "hi", "error": {"a": 1}}, "error"),
+    ({"role": "user", "text": "hi", "index": 10**23}, "index"),
+], ids=["level-99", "level-text", "status-list", "error-object", "index-huge"])
+def test_n07_a_bad_turn_field_is_one_line_naming_it(tmp_path: Path, turn: dict, named: str) -> None:
+    source = tmp_path / "t.jsonl"
+    lines = [{"type": "header", "id": "lvl", "persona": "A nurse"}, turn, {"role": "assistant", "text": "hello"}]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, output = cli("judge-session", str(source), "-j", "test:j1", "--run-dir", str(tmp_path / "run"))
+    assert code == 2 and f"{source}:2: {named}:" in one_line_error(output)
+    assert not (tmp_path / "run").exists()
+
+
+def test_n07_a_transcript_longer_than_a_session_is_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "t.jsonl"
+    turns = [{"role": role, "text": "hi"} for _ in range(300) for role in ("user", "assistant")]
+    source.write_text("".join(json.dumps(turn) + "\n" for turn in turns))
+    code, output = cli("judge-session", str(source), "-j", "test:j1", "--run-dir", str(tmp_path / "run"))
+    assert code == 2 and "past the longest session" in one_line_error(output)
+    assert not (tmp_path / "run").exists()
+
+
+# --- N-13: chat on stdin that is not UTF-8 ----------------------------------------------------------------
+def test_n13_chat_on_bytes_that_are_not_utf8_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", "chat", "-p", "A nurse", "-m",
+                           "test:agent", "--turns", "2", "--run-dir", str(run_dir)],
+                          input=bytes(range(128, 256)) * 20 + b"\n", capture_output=True, timeout=120)
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, stderr
+    assert "stdin: not UTF-8 text" in stderr and "internal error" not in stderr
+    assert not run_dir.exists()
+
+
+# --- N-14, N-21: numeric flags out of range are refused before any work --------------------------------------
+@pytest.mark.parametrize("args", [
+    ["longlamp", "--data", "{f}", "-m", "test:agent", "--retriever", "random", "--seed", "-1"],
+    ["longlamp", "--data", "{f}", "-m", "test:agent", "--max-tokens", "99999999999"],
+    ["persobench", "--data", "{f}", "-m", "test:agent", "--max-tokens", "99999999999"],
+    ["score", "--input", "{f}", "--metrics", "bertscore", "--output", "{run}.jsonl", "--bertscore-layers", "999"],
+], ids=["longlamp-seed", "longlamp-max-tokens", "persobench-max-tokens", "score-bertscore-layers"])
+def test_n14_n21_an_out_of_range_number_is_refused_up_front(tmp_path: Path, args: list[str]) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"id": "a"}\n')
+    run = tmp_path / "run"
+    flag = args[-2]
+    if args[0] != "score":
+        args = [*args, "--run-dir", "{run}"]
+    code, output = cli(*(a.replace("{f}", str(source)).replace("{run}", str(run)) for a in args))
+    assert code == 2 and f"Invalid value for '{flag}'" in output  # the CLI's main makes it one line
+    assert "Traceback" not in output and "internal error" not in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
