@@ -25,6 +25,7 @@ from typer.models import ArgumentInfo, OptionInfo
 from personagraph.errors import PersonagraphError
 from personagraph.judges.protocols import DEFAULT_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
 from personagraph.models import ModelSettings
+from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.models.retry import set_wait_notice
 from personagraph.redact import redact_text
 from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
@@ -165,6 +166,11 @@ RETRY_PERMANENT_OPTION = typer.Option(
     False, "--retry-permanent",
     help="On resume, also retry the items whose model reply was complete but never fit the format (permanent "
     "failures): their calls are sent again past the response cache.",
+)
+TIMEOUT_OPTION = typer.Option(
+    DEFAULT_TIMEOUT_S, "--timeout", min=1, max=MAX_TIMEOUT_S,
+    help="Seconds each request to an API endpoint may take before it is retried (a notice says when one is "
+         "still waiting).",
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",

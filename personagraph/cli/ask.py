@@ -9,6 +9,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     console,
     cut_off_note,
     model_settings,
@@ -29,12 +30,13 @@ def ask(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Ask a persona agent one question and print its answer."""
 
     async def body() -> None:
         description = parse_persona(persona, "--persona").description
-        settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
         with console.status(plain(f"{model} is answering…")):
             reply = await agent.respond(description,

@@ -11,6 +11,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
     RETRY_FAILED_OPTION,
@@ -58,6 +59,7 @@ def behavior_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Label recommendation strategies; report κ against human labels and the system's behavior alignment."""
@@ -70,7 +72,7 @@ def behavior_command(
             embedding_model=embedding_model, retry_failed=retry_failed,
         )
         with progress_display(label_width=13, transient=True) as progress:
-            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
+            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                                                    on_progress=progress_bars(progress))
         console.print(f"[bold]Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}[/bold]")
         table = Table()

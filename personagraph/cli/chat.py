@@ -14,6 +14,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     console,
     cut_off_note,
     model_settings,
@@ -42,6 +43,7 @@ def chat_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Chat with a persona agent yourself; the transcript is saved (judge it with `judge-session`)."""
 
@@ -51,7 +53,7 @@ def chat_command(
         if agent:
             the_agent: Any = load_plugins([agent])[0]
         else:
-            settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
+            settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, temperature=temperature, max_tokens=max_tokens)
             the_agent = PersonaAgent(ModelClient.create(model or DEFAULT_AGENT, "persona", settings=settings))
 
         def read(view: UserView) -> str | None:

@@ -14,6 +14,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
     RETRY_PERMANENT_OPTION,
@@ -90,6 +91,7 @@ def eval_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     executor: str = typer.Option("local", "--executor", help="Where persona units run: local (asyncio, "
                                  "this process) or ray (Ray tasks; needs personagraph[ray])."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join with --executor ray "
@@ -125,7 +127,7 @@ def eval_command(
                              score_kind=score_kind, controls=controls, samples=samples,
                              pass_threshold=pass_threshold)
         with progress_display() as progress:
-            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
+            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
         shown = summary.model_dump()

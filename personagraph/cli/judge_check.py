@@ -12,6 +12,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
@@ -113,6 +114,7 @@ def judge_check_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Metamorphic test of judges: persona swap, AI disclosure, generic rewrite, contradiction, padding."""
@@ -149,7 +151,7 @@ def judge_check_command(
             summary = await run_check(
                 config,
                 run_dir,
-                settings=model_settings(base_url, api_key, endpoint),
+                settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                 on_progress=progress_bars(progress),
             )
         render_check(summary)

@@ -10,6 +10,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
     RETRY_FAILED_OPTION,
@@ -43,6 +44,7 @@ def longlamp_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Retrieve from each user's profile, generate personalized long-form text, score ROUGE-1/L and METEOR."""
@@ -55,7 +57,7 @@ def longlamp_command(
                                 max_tokens=max_tokens, temperature=temperature,
                                 embedding_model=embedding_model,
                                 failures_as_worst=failures_as_worst, retry_failed=retry_failed)
-        settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
             summary = await run_longlamp(config, run_dir, settings=settings, on_progress=progress_bars(progress))
         console.print(f"[bold]LongLaMP · {model} · {retriever} k={k} · {summary.generated}/{summary.items} items[/bold]")

@@ -10,6 +10,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
     RETRY_FAILED_OPTION,
@@ -57,6 +58,7 @@ def persobench_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Generate personalized responses (vanilla or CoT) and score them: fluency, diversity, personalization."""
@@ -73,7 +75,7 @@ def persobench_command(
         )
         if not metrics and "c_score" not in chosen:
             console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")
-        settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
             summary = await run_persobench(config, run_dir, settings=settings, on_progress=progress_bars(progress))
         console.print(plain(f"PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items",

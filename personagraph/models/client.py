@@ -160,6 +160,9 @@ MAX_CHARS_PER_TOKEN = 16
 """A reply longer than ``max_tokens`` × this (tokens average ~4 characters; whitespace and code runs reach
 ~16) was not held to its token budget by the server: it is cut there (:data:`TRUNCATED_MARK`), never stored
 or forwarded whole (a 5 MB answer to a 256-token request would be sent on to every judge)."""
+STILL_WAITING_S = 30.0
+"""A request to an API endpoint still unanswered after this long is announced (one line), so that a stalled
+connection is seen waiting for its ``--timeout``, not taken for a hang."""
 MIN_BUDGET_CHARS = 1024
 TRUNCATED_MARK = "\n[truncated: the reply ran past its max_tokens budget]"
 _NUMBER_PART = re.compile(r"[-+0-9.eE]+")
@@ -492,8 +495,14 @@ class ModelClient:
         elif self.route.rules.transport == "scripted":
             reply = await scripted_call(self.spec.name, body)
         else:
-            reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
-                                                      timeout_s=self.settings.timeout_s)
+            notice = asyncio.get_running_loop().call_later(
+                STILL_WAITING_S, notify_wait, f"{self.name}: still waiting for a reply after {STILL_WAITING_S:g} s "
+                f"(retried after {self.settings.timeout_s:g} s: --timeout)")
+            try:
+                reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
+                                                          timeout_s=self.settings.timeout_s)
+            finally:
+                notice.cancel()
         return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs, reply.finish_reason
 
     async def _send_chat_model(

@@ -43,6 +43,7 @@ RUN_OPTIONS = {
     "--run-dir": "run_dir",
     "--base-url": "base_url",
     "--api-key": "api_key",
+    "--timeout": "timeout",
     "--endpoint": "endpoints",
     "--executor": "executor",
     "--ray-address": "ray_address",

@@ -365,3 +365,41 @@ def test_n14_n21_an_out_of_range_number_is_refused_up_front(tmp_path: Path, args
     assert code == 2 and f"Invalid value for '{flag}'" in output  # the CLI's main makes it one line
     assert "Traceback" not in output and "internal error" not in output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+# --- N-9: a request that never answers: a bounded --timeout (also an API keyword) and a notice ---------------
+def test_n09_a_stalled_request_is_announced_and_retried_after_the_timeout(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.fake_openai import start_in_thread
+
+    monkeypatch.setattr("personagraph.models.client.STILL_WAITING_S", 0.3)
+    with start_in_thread(rate_timeout=0.2, timeout_sleep=30, seed=2) as server:
+        code, output = cli("eval", "--persona", "A nurse", "-m", "openai:agent", "-j", "test:j1", *FAST,
+                           "--base-url", server.base_url, "--api-key", "sk-test", "--timeout", "1",
+                           "--run-dir", str(tmp_path / "run"))
+        assert server.stats().faults["timeout"] > 0
+    assert code == 0, output
+    assert "openai:agent: still waiting for a reply after 0.3 s (retried after 1 s: --timeout)" in output
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), 10**9], ids=["zero", "negative", "nan", "huge"])
+def test_n09_a_bad_timeout_is_refused_naming_it(tmp_path: Path, timeout: float) -> None:
+    from personagraph import evaluate
+
+    with pytest.raises(PersonagraphError, match="^timeout: "):
+        evaluate("A nurse", models=["test:agent"], judges=["test:j1"], timeout=timeout, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+# --- N-20: URLs that cannot work are refused up front, without repeating their secret -----------------------
+@pytest.mark.parametrize("args", [
+    ["-m", "openai:agent", "--base-url", "http://bob:hunter2pass@127.0.0.1:9/v1"],
+    ["-m", "openai:agent", "--base-url", "http://127.0.0.1:9/v1?api_key=hunter2query"],
+    ["-m", "openai@x:agent", "--endpoint", "x=http://127.0.0.1:9/v1?key=hunter2query"],
+    ["-m", "openai@x:agent", "--endpoint", "x=http://u:hunter2pass@127.0.0.1:9/v1"],
+], ids=["base-url-password", "base-url-query", "endpoint-query", "endpoint-password"])
+def test_n20_a_url_with_credentials_or_a_query_is_refused(tmp_path: Path, args: list[str]) -> None:
+    code, output = cli("eval", "--persona", "A nurse", *args, "-j", "test:j1", "--run-dir", str(tmp_path / "run"))
+    line = one_line_error(output)
+    assert code == 2 and "hunter2" not in output and ("password" in line or "query" in line)
+    assert not (tmp_path / "run").exists()
