@@ -15,6 +15,7 @@ from personagraph.agents.user_sim import LEVELS, TurnStatus
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text, safe_id, write_atomic
 from personagraph.schemas import MAX_PERSONA_CHARS, short_id, slug
+from personagraph.terminal import neutralise
 
 TRANSCRIPT_FORMAT = "personagraph-transcript/1"
 MAX_TURNS = 200  # the longest session simulate runs and judge-session judges
@@ -33,7 +34,8 @@ def _esc(value: Any) -> str:
 
 
 def transcript_markdown(record: dict[str, Any]) -> str:
-    """A readable transcript of a session record."""
+    """A readable transcript of a session record (terminal escapes and other control characters in it shown as
+    visible ``\\x1b``-style text, as on the terminal)."""
     lines = [
         f"# Session {record['id']}",
         "",
@@ -94,7 +96,7 @@ def transcript_markdown(record: dict[str, Any]) -> str:
         for name, result in verdict.get("judges", {}).items():
             if result.get("rationale"):
                 lines.append(f"- `{name}`: {_esc(result['rationale'])}")
-    return "\n".join(lines) + "\n"
+    return neutralise("\n".join(lines)) + "\n"  # model text holds no raw escape: `cat` of it is safe
 
 
 def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:

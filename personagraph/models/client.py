@@ -181,6 +181,17 @@ def char_budget(max_tokens: int | None) -> int | None:
     return None if not max_tokens else max(MIN_BUDGET_CHARS, max_tokens * MAX_CHARS_PER_TOKEN)
 
 
+def bounded(text: str, max_tokens: int | None) -> tuple[str, bool]:
+    """A free-text reply cut to the budget of ``max_tokens`` and marked (:data:`TRUNCATED_MARK`), and whether
+    it was (a reply cut when it was stored is returned as it is)."""
+    budget = char_budget(max_tokens)
+    if budget is None or len(text) <= budget:
+        return text, False
+    if text.endswith(TRUNCATED_MARK) and len(text) == budget + len(TRUNCATED_MARK):
+        return text, True
+    return text[:budget] + TRUNCATED_MARK, True
+
+
 def cut_off_json(text: str) -> bool:
     """Whether ``text`` holds the beginning of a JSON object that stops before the object ends (a reply cut
     off mid-JSON: by ``max_tokens``, a dropped stream or a faulty server), as opposed to text that is not
@@ -398,13 +409,7 @@ class ModelClient:
 
     @staticmethod
     def _bounded(text: str, params: dict[str, Any]) -> tuple[str, bool]:
-        """A free-text reply cut to its token budget and marked (:data:`TRUNCATED_MARK`), and whether it was."""
-        budget = char_budget(params.get("max_tokens"))
-        if budget is None or len(text) <= budget:
-            return text, False
-        if text.endswith(TRUNCATED_MARK) and len(text) == budget + len(TRUNCATED_MARK):
-            return text, True  # cut when it was stored
-        return text[:budget] + TRUNCATED_MARK, True
+        return bounded(text, params.get("max_tokens"))
 
     async def _cached_call(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None,

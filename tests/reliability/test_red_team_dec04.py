@@ -386,7 +386,7 @@ def test_n09_a_stalled_request_is_announced_and_retried_after_the_timeout(tmp_pa
 def test_n09_a_bad_timeout_is_refused_naming_it(tmp_path: Path, timeout: float) -> None:
     from personagraph import evaluate
 
-    with pytest.raises(PersonagraphError, match="^timeout: "):
+    with pytest.raises(PersonagraphError, match="^timeout: Input should be"):
         evaluate("A nurse", models=["test:agent"], judges=["test:j1"], timeout=timeout, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
@@ -403,3 +403,44 @@ def test_n20_a_url_with_credentials_or_a_query_is_refused(tmp_path: Path, args: 
     line = one_line_error(output)
     assert code == 2 and "hunter2" not in output and ("password" in line or "query" in line)
     assert not (tmp_path / "run").exists()
+
+
+# --- N-18: simulate transcripts hold no raw terminal escapes from model output -------------------------------
+def test_n18_a_transcript_file_shows_escapes_as_text(tmp_path: Path) -> None:
+    from personagraph.models.testing import register_script, value_for
+
+    hostile = "\x1b[31mred\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b]0;title\x07 \x1b[2J\x9b2J done"
+
+    def agent(messages: list[dict], schema: dict | None) -> str:
+        import random
+
+        return json.dumps(value_for(schema, random.Random(0), schema, messages)) if schema else hostile
+
+    register_script("rt-escapes", agent)
+    code, output = cli("simulate", "--persona", "A pediatric nurse", "-m", "test:rt-escapes", "-j", "test:j1",
+                       "--user-model", "test:user", "--turns", "1", "--run-dir", str(tmp_path / "run"))
+    assert code == 0, output
+    texts = [p.read_text() for p in (tmp_path / "run" / "transcripts").glob("*.md")]
+    assert texts and all("\x1b" not in t and "\x9b" not in t and "\x07" not in t for t in texts)
+    assert any("\\x1b[31mred" in t for t in texts)
+
+
+# --- N-19: plug-in agents' answers are cut at --max-answer-tokens, like a model's -----------------------------
+def huge_agent(messages: list[dict]) -> str:
+    return "ha" * 200_000
+
+
+def test_n19_a_plug_in_agents_huge_answer_is_cut_and_marked(tmp_path: Path) -> None:
+    from personagraph import evaluate
+    from personagraph.models.client import TRUNCATED_MARK, char_budget
+
+    run_dir = tmp_path / "run"
+    summary = evaluate(PERSONA, models=[huge_agent], judges=["test:j1"], environments=1, questions_per_task=1,
+                       max_answer_tokens=64, run_dir=run_dir)
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    answers = [json.loads(d)["text"] for (d,) in db.execute("SELECT data FROM records WHERE kind='answer'")]
+    budget = char_budget(64)
+    assert answers and all(a.endswith(TRUNCATED_MARK.strip()) and len(a) <= budget + len(TRUNCATED_MARK)
+                           for a in answers)
+    assert max(len(r) for (r,) in db.execute("SELECT request FROM calls WHERE role='judge'")) < 100_000
+    assert summary.models[next(iter(summary.models))]["answers_at_token_limit"] == len(answers)

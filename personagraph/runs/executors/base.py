@@ -95,7 +95,8 @@ def build_context(
             )
             for spec in config.models
             if spec not in named
-        ] + [CachedAgent(agent, store, meter, sample=sample) for agent in objects]
+        ] + [CachedAgent(agent, store, meter, sample=sample, max_tokens=config.max_answer_tokens)
+             for agent in objects]
 
     agents = sampled(0)
     extra = [(agent, sample) for sample in range(1, config.samples) for agent in sampled(sample)]
