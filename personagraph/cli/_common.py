@@ -25,8 +25,8 @@ from typer.models import ArgumentInfo, OptionInfo
 from personagraph.errors import PersonagraphError
 from personagraph.judges.protocols import DEFAULT_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
 from personagraph.models import ModelSettings
-from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.models.retry import set_wait_notice
+from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.redact import redact_text
 from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
 

@@ -11,10 +11,10 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
-    TIMEOUT_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -25,7 +25,6 @@ from personagraph.cli.score import EMBEDDING_OPTION
 from personagraph.metrics.behavior import BehaviorConfig, Estimate
 from personagraph.runs.behavior import BehaviorSummary
 from personagraph.runs.behavior import run as run_behavior_alignment
-from personagraph.schemas import MAX_SEED
 
 
 def _estimate(e: Estimate | None) -> tuple[str, str, str]:
@@ -51,7 +50,7 @@ def behavior_command(
     limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N dialogues."),
     run_dir: Path = typer.Option(Path("runs/behavior"), "--run-dir", help="Where results go (LLM calls are "
                                  "cached there, so a rerun resumes)."),
-    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Bootstrap seed."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
     n_resamples: int = typer.Option(2000, "--n-resamples", "--resamples", min=100, max=100_000,
                                     help="Bootstrap resamples per interval."),
     max_tokens: int = typer.Option(128, "--max-tokens", min=1, max=MAX_TOKENS, help="Longest --system response, in tokens."),

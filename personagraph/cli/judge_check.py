@@ -12,11 +12,11 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
-    TIMEOUT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     MAX_COUNT,
     MAX_TOKENS,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -31,7 +31,6 @@ from personagraph.report.view import rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.judge_check import SUMMARY_FILE, JudgeCheckConfig, JudgeCheckSummary
 from personagraph.runs.judge_check import run as run_check
-from personagraph.schemas import MAX_SEED
 from personagraph.terminal import plain
 
 
@@ -90,7 +89,7 @@ def judge_check_command(
         help=f"Where variants, verdicts and {SUMMARY_FILE} go; reuse it to resume.",
     ),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Model calls in flight."),
-    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed for the variants, the answer choice and the bootstrap."),
+    seed: int = typer.Option(0, help="Seed for the variants, the answer choice and the bootstrap."),
     resamples: int = typer.Option(
         1000, "--n-resamples", "--resamples", min=100, max=100_000, help="Bootstrap resamples per interval."
     ),

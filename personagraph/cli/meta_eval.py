@@ -15,9 +15,9 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
-    TIMEOUT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -31,7 +31,6 @@ from personagraph.runs.base import ProgressEvent, make_config
 from personagraph.runs.eval import DEFAULT_JUDGE
 from personagraph.runs.meta_eval import MetaEvalSummary
 from personagraph.runs.meta_eval import run as run_meta_eval
-from personagraph.schemas import MAX_SEED
 
 ITEMS_HELP = (
     "Human-rated responses: JSONL, or CSV with the same columns: id, persona?, context?, question?, "
@@ -186,7 +185,7 @@ def meta_eval_command(
         "each judge scores its own model family's answers vs others'.",
     ),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Judge calls in flight."),
-    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed for the judges and the bootstrap."),
+    seed: int = typer.Option(0, help="Seed for the judges and the bootstrap."),
     resamples: int = typer.Option(
         1000, "--n-resamples", "--resamples", min=100, max=100_000,
         help="Bootstrap resamples per interval (BCa).",

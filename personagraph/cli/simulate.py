@@ -12,8 +12,8 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
-    TIMEOUT_OPTION,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     default_of,
     model_settings,
@@ -31,7 +31,6 @@ from personagraph.runs.simulate import (
     session_specs,
 )
 from personagraph.runs.simulate import run as run_simulate
-from personagraph.schemas import MAX_SEED
 from personagraph.terminal import key_column
 
 MAX_SESSION_BARS = 8
@@ -139,7 +138,7 @@ def simulate_command(
         "--checkpoint-url",
         help="postgresql://… to checkpoint sessions in Postgres (default: SQLite in the run directory).",
     ),
-    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Seed for sampling and the default user personas/scenarios."),
+    seed: int = typer.Option(0, help="Seed for sampling and the default user personas/scenarios."),
     max_agent_tokens: int | None = typer.Option(
         None, "--max-agent-tokens", "--max-tokens", min=8, max=8192,
         help=f"Longest agent reply, in tokens (default {default_of(SimulateConfig, 'max_agent_tokens')}).",

@@ -12,6 +12,7 @@ from personagraph.errors import PersonagraphError
 
 StructuredMode = Literal["auto", "json_schema", "json_object", "prompt"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_URL_SECRET = re.compile(r"[@?#]")  # where a URL may carry a password or a key
 DEFAULT_TIMEOUT_S = 60.0
 """How long one attempt at an API endpoint waits for its reply (``--timeout``); a reply that takes longer is a
 transient fault, retried. A hosted model answers a persona turn or a verdict in seconds; 120 s per attempt,
@@ -75,8 +76,9 @@ def parse_endpoint(text: str) -> Endpoint:
         return Endpoint(**fields)
     except ValueError as exc:
         first = exc.errors()[0]  # type: ignore[attr-defined]
-        reason = first["msg"].removeprefix("Value error, ")  # the text is not repeated: its URL may hold a key
-        raise PersonagraphError(f"endpoint {name!r}: {first['loc'][0]}: {reason}; {usage}") from None
+        reason = first["msg"].removeprefix("Value error, ")
+        shown = f"{name}=…" if _URL_SECRET.search(text) else text  # a URL with a password or query may hold a key
+        raise PersonagraphError(f"endpoint {shown!r}: {first['loc'][0]}: {reason}; {usage}") from None
 
 
 class ModelSettings(BaseModel):

@@ -145,9 +145,21 @@ def commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[
         yield path, command
 
 
+def _bounded_fields(config: type[BaseModel]) -> set[str]:
+    """The flags of ``config``'s fields whose value has a lower and an upper bound (``ge``/``gt``, ``le``/``lt``)."""
+    def bounds(info: FieldInfo) -> set[str]:
+        return {kind for item in info.metadata for kind in ("ge", "gt", "le", "lt") if getattr(item, kind, None)
+                is not None} | {kind for arg in get_args(info.annotation) for item in getattr(arg, "__metadata__", ())
+                                for kind in ("ge", "gt", "le", "lt") if getattr(item, kind, None) is not None}
+    return {flag_for(name) for name, info in fields(config)
+            if bounds(info) & {"ge", "gt"} and bounds(info) & {"le", "lt"}}
+
+
 def test_every_numeric_flag_of_every_command_has_both_bounds() -> None:
-    """A number a flag takes is refused in one line before any work when it is out of range, at both ends:
-    an unbounded one (--max-tokens 99999999999, --seed -1) was sent on or crashed deep inside."""
+    """A number a flag takes is refused in one line before any work when it is out of range, at both ends — by
+    the flag, or by the config field it feeds: an unbounded one (--max-tokens 99999999999, --seed -1) was sent
+    on or crashed deep inside."""
+    by_config = {path: _bounded_fields(config) for path, config, _ in KINDS.values()}
     unbounded = [
         (" ".join(path), option.opts[0])
         for path, command in commands()
@@ -155,5 +167,6 @@ def test_every_numeric_flag_of_every_command_has_both_bounds() -> None:
         if option.param_type_name == "option"
         and {int, float} & {option.type_descriptor.annotation, *get_args(option.type_descriptor.annotation)}
         and (option.min is None or option.max is None)
+        and option.opts[0] not in by_config.get(path, set())
     ]
     assert unbounded == []
