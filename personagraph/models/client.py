@@ -12,6 +12,7 @@ that kills a batch and never a score; an error message is never returned as if t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -145,6 +146,17 @@ def _limiter(key: str, limit: int) -> asyncio.Semaphore:
     if entry is None or entry[0]() is not loop:  # the id of a closed loop can be reused
         entry = _limiters[slot] = (weakref.ref(loop), asyncio.Semaphore(limit))
     return entry[1]
+
+
+_in_flight: dict[tuple[int, str, bool], asyncio.Future[Completion]] = {}
+"""The calls being sent now, by event loop, cache key and kind: what :meth:`ModelClient._cached_call` waits
+for instead of sending an identical request again."""
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Marks a single-flight future's exception as seen (its callers got it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def cache_key(spec: str, base_url: str, messages: Messages, params: dict[str, Any]) -> str:
@@ -416,8 +428,48 @@ class ModelClient:
         structured: bool = False, fresh: bool = False,
     ) -> Completion:
         """One call: from the response cache, or sent (with retries) and stored. ``fresh``: sent even when a
-        reply is stored, which the new one replaces (``retry_permanent``)."""
+        reply is stored, which the new one replaces (``retry_permanent``).
+
+        Single flight: a call whose request is already in flight in this event loop (the same model, endpoint,
+        messages and parameters: the fixed refusal arm's samples, two roles asking the same) waits for that
+        one's reply and is counted as a cache hit, instead of paying for it twice. If the call it waited for
+        was cancelled, it is sent after all."""
         key = cache_key(self.name, self.route.cache_url, messages, params)
+        flight = (id(asyncio.get_running_loop()), key, structured)
+        if not fresh and (pending := _in_flight.get(flight)) is not None:
+            try:
+                reply = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this call is being cancelled, not only the one it waited for
+            else:
+                if reply.ok:
+                    self.meter._add(self.meter.cache_hits, self.role)
+                    return dataclasses.replace(reply, cached=True)
+                return reply
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieved)
+        _in_flight[flight] = future
+        try:
+            reply = await self._call_once(key, messages, params, response_format, structured, fresh)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            if _in_flight.get(flight) is future:
+                del _in_flight[flight]
+        future.set_result(reply)
+        return reply
+
+    async def _call_once(
+        self, key: str, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None,
+        structured: bool, fresh: bool,
+    ) -> Completion:
+        """:meth:`_cached_call` for a request not already in flight."""
         stale = fresh  # a stored reply that is a transient fault (stored by an older version): replaced
         if not fresh and self.store is not None and (row := self.store.get_call(key)) is not None:
             if row.text.strip() and self._problem(row.text, None, params, structured) is None:

@@ -444,3 +444,23 @@ def test_n19_a_plug_in_agents_huge_answer_is_cut_and_marked(tmp_path: Path) -> N
                            for a in answers)
     assert max(len(r) for (r,) in db.execute("SELECT request FROM calls WHERE role='judge'")) < 100_000
     assert summary.models[next(iter(summary.models))]["answers_at_token_limit"] == len(answers)
+
+
+# --- N-16: identical requests in flight at once are sent once -------------------------------------------------
+def test_n16_identical_judge_requests_of_samples_and_controls_are_sent_once(tmp_path: Path) -> None:
+    import random
+    from collections import Counter
+
+    from personagraph.models.testing import register_script, value_for
+
+    seen: Counter[str] = Counter()
+
+    def judge(messages: list[dict], schema: dict | None) -> str:
+        seen[json.dumps([messages, schema], sort_keys=True)] += 1
+        return json.dumps(value_for(schema, random.Random(0), schema, messages)) if schema else "fine"
+
+    register_script("slow-rt-counting-judge", judge)
+    code, output = cli("eval", "--persona", PERSONA, "-m", "test:agent", "-j", "test:slow-rt-counting-judge", *FAST,
+                       "--samples", "3", "--controls", "--run-dir", str(tmp_path / "run"))
+    assert code == 0, output
+    assert seen and max(seen.values()) == 1, [n for n in seen.values() if n > 1]
