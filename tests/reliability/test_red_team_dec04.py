@@ -464,3 +464,42 @@ def test_n16_identical_judge_requests_of_samples_and_controls_are_sent_once(tmp_
                        "--samples", "3", "--controls", "--run-dir", str(tmp_path / "run"))
     assert code == 0, output
     assert seen and max(seen.values()) == 1, [n for n in seen.values() if n > 1]
+
+
+# --- N-8: a full disk when the run starts is one line, and leaves no run.lock -----------------------------------
+@pytest.mark.parametrize("kind", ["eval", "simulate", "eval-finished"])
+def test_n08_a_full_disk_at_the_start_is_one_line_and_leaves_nothing(tmp_path: Path, kind: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    run_dir = tmp_path / "run"
+    command = (["simulate", "--persona", "A pediatric nurse", "-m", "test:agent", "-j", "test:j1",
+                "--user-model", "test:user", "--turns", "1"] if kind == "simulate"
+               else [*EVAL, "-m", "test:agent"])
+    if kind == "eval-finished":
+        assert cli(*command, "--run-dir", str(run_dir))[0] == 0
+    before = tree(run_dir) if run_dir.exists() else None
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("personagraph.store.os.pwrite", full)
+    code, output = cli(*command, "--run-dir", str(run_dir))
+    assert code == 2 and "No space left on device" in one_line_error(output)
+    assert (tree(run_dir) if run_dir.exists() else None) == before
+
+
+# --- N-17: a run directory nothing can be written in is named as such, not its checkpoint store ----------------
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
+def test_n17_an_immutable_run_dir_is_one_line_about_the_directory(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [*EVAL, "-m", "test:agent", "--run-dir", str(run_dir)]
+    assert cli(*command)[0] == 0
+    if subprocess.run(["chattr", "+i", str(run_dir)], capture_output=True).returncode != 0:
+        pytest.skip("this file system has no immutable flag")
+    try:
+        code, output = cli(*command)
+    finally:
+        subprocess.run(["chattr", "-i", str(run_dir)], check=True)
+    line = one_line_error(output)
+    assert code == 2 and "cannot write there" in line and "delete it" not in line
