@@ -111,8 +111,8 @@ class SimulateConfig(BaseModel):
     agent: str | None = None
     user_model: str = DEFAULT_USER
     user_agent: str | None = None
-    user_persona: str | None = None
-    scenario: str | None = None
+    user_persona: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
+    scenario: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
     turns: int = Field(4, ge=1, le=MAX_TURNS)
     adversarial: bool = False
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])

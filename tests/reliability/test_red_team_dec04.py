@@ -503,3 +503,48 @@ def test_n17_an_immutable_run_dir_is_one_line_about_the_directory(tmp_path: Path
         subprocess.run(["chattr", "-i", str(run_dir)], check=True)
     line = one_line_error(output)
     assert code == 2 and "cannot write there" in line and "delete it" not in line
+
+
+# --- N-2, N-15: no write through a link in any folder personagraph makes ------------------------------------------
+@pytest.mark.parametrize("where", ["judge-check/run.sqlite", "judge-check/run.lock", "judge-check/judge_check.json",
+                                   "transcripts/{session}.md"])
+def test_n02_a_link_inside_a_folder_of_the_run_leaves_its_target_unchanged(tmp_path: Path, where: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("VICTIM")
+    run_dir = tmp_path / "run"
+    if where.startswith("transcripts"):
+        command = ["simulate", "--persona", "A pediatric nurse", "-m", "test:agent", "-j", "test:j1",
+                   "--user-model", "test:user", "--turns", "1", "--run-dir", str(run_dir)]
+        assert cli(*command)[0] == 0
+        target = next((run_dir / "transcripts").glob("*.md"))
+        target.unlink()
+        (run_dir / "run.sqlite").unlink()  # the session runs again and writes its transcript again
+        for extra in ("checkpoints.sqlite", "summary.json"):
+            (run_dir / extra).unlink()
+    else:
+        command = [*EVAL, "-m", "test:agent", "--judge-check", "1", "--run-dir", str(run_dir)]
+        assert cli(*command)[0] in (0, 3)
+        target = run_dir / where
+        target.unlink()
+        for name in ("run.sqlite-wal", "run.sqlite-shm"):
+            (target.parent / name).unlink(missing_ok=True)
+    target.symlink_to(outside / "victim")
+    cli(*command)
+    assert (outside / "victim").read_text() == "VICTIM" and sorted(os.listdir(outside)) == ["victim"]
+
+
+# --- minor notes: lengths of benchmark questions, --user-persona and --scenario are bounded -------------------------
+@pytest.mark.parametrize("what", ["benchmark-question", "user-persona", "scenario"])
+def test_minor_an_over_long_text_input_is_one_line(tmp_path: Path, what: str) -> None:
+    run_dir = tmp_path / "run"
+    if what == "benchmark-question":
+        bench = tmp_path / "bench"
+        bench.mkdir()
+        (bench / "A nurse.json").write_text(json.dumps({"Toxicity Control": ["Why? " * 200_000]}))
+        args = ["eval", "--benchmark", str(bench), "-m", "test:agent", "-j", "test:j1"]
+    else:
+        args = ["simulate", "--persona", "A nurse", "-m", "test:agent", "-j", "test:j1", "--user-model", "test:user",
+                f"--{what}", "x" * 100_000]
+    code, output = cli(*args, "--run-dir", str(run_dir))
+    assert code == 2 and ("4000" in one_line_error(output)) and not run_dir.exists()
