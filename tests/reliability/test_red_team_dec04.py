@@ -548,3 +548,40 @@ def test_minor_an_over_long_text_input_is_one_line(tmp_path: Path, what: str) ->
                 f"--{what}", "x" * 100_000]
     code, output = cli(*args, "--run-dir", str(run_dir))
     assert code == 2 and ("4000" in one_line_error(output)) and not run_dir.exists()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+    """A small tmpfs filled to the last byte (root only; skipped where mounting is not allowed)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("command", ["eval", "memory-import"])
+def test_n08_a_really_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path, full_disk: Path,
+                                                               command: str) -> None:
+    if command == "eval":
+        args = [*EVAL, "-m", "test:agent", "--run-dir", str(full_disk / "run")]
+    else:
+        source = tmp_path / "mem.jsonl"
+        source.write_text('{"user_id": "u1", "id": "m0", "event": "went fishing"}\n')
+        args = ["memory", "import", str(source), "--memory-dir", str(full_disk / "mem")]
+    code, output = cli(*args)
+    line = one_line_error(output)
+    assert code == 2 and ("No space left" in line or "disk is full" in line)
+    assert sorted(os.listdir(full_disk)) == ["fill"]
