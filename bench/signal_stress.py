@@ -2,8 +2,9 @@
 within a few seconds with its resume line, and the resumed run must equal an uninterrupted one.
 
 For each command, an uninterrupted reference run gives its summary and wall time; then each trial starts the
-command on a fresh run directory, sends SIGTERM or SIGINT at a random moment of that wall time (optionally
-after a second process on the same directory was refused by the run lock, the sequence of a hang seen once),
+command on a fresh run directory, sends SIGTERM or SIGINT at a random moment of that wall time (half the processes
+start with SIGINT ignored, as a job a script starts with ``&``; some after a second process on the same
+directory was refused by the run lock: the sequence of a hang seen once),
 waits ``--deadline`` seconds for the exit, and runs the command again to finish it. A process still alive at
 the deadline is a hang: its threads' stacks are dumped (``faulthandler`` on SIGABRT) into the report and it
 is killed. Passes when every trial exited in time with the right code and line and every resume equals the
@@ -13,8 +14,9 @@ reference (all summary fields but timings and counts of calls).
         [--models test|openai] [--deadline 5] [--seed 0]
 
 ``--models test``: deterministic ``test:slow*`` models in the process; ``openai``: ``openai:*`` specs against
-``bench/fake_openai.py`` (``--delay`` seconds per reply) on 127.0.0.1, judges asked with the ``rationale``
-protocol (the default protocol of ``openai:`` judges loads the embedded scorer, which this script avoids).
+``bench/fake_openai.py`` (``--delay`` seconds per reply) on 127.0.0.1. Judges are asked with their default
+protocol (``evidence``: its likelihood features on worker threads, read from the deterministic test scorer,
+``$PERSONAGRAPH_LIKELIHOOD_MODEL=test``, never the embedded model) or ``--protocol rationale``.
 """
 
 from __future__ import annotations
@@ -66,12 +68,12 @@ class Trial:
                 and self.resume_equal is not False)
 
 
-def commands(models: str, base_url: str | None, items: Path) -> dict[str, list[str]]:
+def commands(models: str, base_url: str | None, items: Path, protocol: str) -> dict[str, list[str]]:
     """The command lines of each run kind (without ``--run-dir``)."""
     agent, judge, user = (("test:slow-agent", "test:slow-judge", "test:slow-user") if models == "test" else
                           ("openai:agent", "openai:judge", "openai:user"))
     endpoint = ["--base-url", base_url] if base_url else []
-    protocol = ["--judge-protocol", "rationale"] if models == "openai" else []
+    protocol = ["--judge-protocol", "rationale"] if protocol == "rationale" else []
     return {
         "eval": ["eval", "--persona", "A retired cowboy from Texas", "--persona", "A night-shift nurse",
                  "-m", agent, "-j", judge, "--environments", "2", "--questions-per-task", "1",
@@ -100,19 +102,24 @@ def summary(run_dir: Path, command: str) -> object:
     return strip(data)
 
 
-def start(args: list[str], run_dir: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def _ignore_sigint() -> None:  # in the child: what a job a script starts with `&` inherits
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start(args: list[str], run_dir: Path, env: dict[str, str], sigint_ignored: bool) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "personagraph.cli", "-q", *args,
                              "--run-dir", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT)
+                            text=True, env=env, cwd=ROOT, preexec_fn=_ignore_sigint if sigint_ignored else None)
 
 
 def trial(command: str, args: list[str], wall_s: float, reference: object, folder: Path, rng: random.Random,
           deadline_s: float, env: dict[str, str], index: int) -> Trial:
     run_dir = folder / f"{command}-{index}"
-    signum = rng.choice([signal.SIGTERM, signal.SIGINT])
+    sigint_ignored = rng.random() < 0.5  # then only SIGTERM can end it
+    signum = signal.SIGTERM if sigint_ignored else rng.choice([signal.SIGTERM, signal.SIGINT])
     at = rng.uniform(0.0, wall_s * 1.1)
-    lock_refused = rng.random() < 0.3
-    process = start(args, run_dir, env)
+    lock_refused = rng.random() < 0.5
+    process = start(args, run_dir, env, sigint_ignored)
     started = time.monotonic()
     if lock_refused:  # a second writer on the same directory, refused by the run lock, before the signal
         time.sleep(min(at, 0.5))
@@ -130,7 +137,8 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
         process.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack on stderr
         _, stderr = process.communicate(timeout=30)
         exit_s = None
-    result = Trial(command, signal.Signals(signum).name, round(at, 2), lock_refused, exit_s, process.returncode,
+    name = signal.Signals(signum).name + (" (SIGINT ignored)" if sigint_ignored else "")
+    result = Trial(command, name, round(at, 2), lock_refused, exit_s, process.returncode,
                    EXIT_LINE in (stderr or ""), stacks=(stderr or "")[-6000:] if exit_s is None else "")
     resumed = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(run_dir)],
                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
@@ -145,6 +153,7 @@ def main() -> int:
     parser.add_argument("--models", choices=["test", "openai"], default="test")
     parser.add_argument("--delay", type=float, default=0.1, help="seconds per fake-server reply (--models openai)")
     parser.add_argument("--deadline", type=float, default=5.0, help="seconds a signalled process may take to exit")
+    parser.add_argument("--protocol", choices=["default", "rationale"], default="default")
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
     rng = random.Random(options.seed)
@@ -155,8 +164,10 @@ def main() -> int:
         base_url = None
         if options.models == "openai":
             base_url = stack.enter_context(fake_server(delay=options.delay)).base_url
-        env = {**os.environ, "OPENAI_API_KEY": "sk-signal-stress", "PYTHONFAULTHANDLER": "1"}
-        lines = commands(options.models, base_url, ROOT / "bench" / "meta_eval_sample" / "items.jsonl")
+        env = {**os.environ, "OPENAI_API_KEY": "sk-signal-stress", "PYTHONFAULTHANDLER": "1",
+               "PERSONAGRAPH_LIKELIHOOD_MODEL": "test"}
+        lines = commands(options.models, base_url, ROOT / "bench" / "meta_eval_sample" / "items.jsonl",
+                         options.protocol)
         for command in options.commands.split(","):
             args = lines[command]
             reference_dir = folder / f"{command}-reference"

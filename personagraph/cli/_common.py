@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -60,20 +61,43 @@ MAX_BERT_LAYERS = 48  # the most layers of a BERTScore model (the packaged one h
 
 
 class _Terminated:
-    """SIGTERM (``timeout``, systemd, ``docker stop``, Kubernetes) handled like Ctrl-C: the handler raises
-    SIGINT in this process, so that the running work is cancelled the way asyncio cancels it on Ctrl-C (the
-    run store's pending rows are committed on the way out), and remembers that it was SIGTERM (exit 143)."""
+    """SIGTERM (``timeout``, systemd, ``docker stop``, Kubernetes) handled like Ctrl-C, and remembered (exit
+    143). The first one cancels the command's main task, as ``asyncio.run`` does on Ctrl-C: every ``finally``
+    runs and the run store commits its pending rows on the way out. It does not depend on SIGINT's handler
+    (a job a script starts with ``&`` inherits SIGINT ignored) and never raises an exception at whatever line
+    the main thread is on: a ``KeyboardInterrupt`` landing just after a lock was taken (the store's, the
+    scorer's) can leave it held, and the process then waits for it forever. A second SIGTERM, or one
+    outside a running event loop (a sync command), interrupts at once."""
 
     def __init__(self) -> None:
         self.seen = False
+        self.task: asyncio.Task[Any] | None = None  # the command's main task, while it runs
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, signum: int, frame: Any) -> None:
-        self.seen = True
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-            # SIGINT ignored (a job started in the background by a script, or under nohup, inherits that):
-            # raising it would do nothing and the SIGTERM would be lost, so interrupt directly
-            raise KeyboardInterrupt
-        signal.raise_signal(signal.SIGINT)
+        first, self.seen = not self.seen, True
+        if first and self.task is not None and self.loop is not None and not self.task.done():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+            return
+        raise KeyboardInterrupt
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Runs ``coroutine`` to completion in a new event loop whose main task a SIGTERM cancels; a run
+        cancelled by it ends as Ctrl-C's does (``KeyboardInterrupt``, once every ``finally`` ran)."""
+
+        async def main() -> T:
+            self.task, self.loop = asyncio.current_task(), asyncio.get_running_loop()
+            self.loop.set_default_executor(_CancellingExecutor())
+            return await coroutine
+
+        try:
+            return asyncio.run(main())
+        except asyncio.CancelledError:
+            if self.seen:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            self.task = self.loop = None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Terminated]:
@@ -85,6 +109,15 @@ class _Terminated:
             yield self
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+class _CancellingExecutor(ThreadPoolExecutor):
+    """An event loop's default executor (``asyncio.to_thread``) that, when the loop shuts it down at the end
+    of ``asyncio.run``, drops the work not started yet: after a cancelled run, a queue of likelihood passes
+    (seconds of CPU each) would otherwise all run before the process could exit."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=wait, cancel_futures=True)
 
 
 def _wait_notice(line: str) -> None:
@@ -108,7 +141,7 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
         with terminated.installed():
             result = work()
             if asyncio.iscoroutine(result):
-                result = asyncio.run(result)
+                result = terminated.run(result)
     except ConfigError as exc:
         raise fail(f"{flag_for(exc.field)}: {exc.reason}") from None
     except PersonagraphError as exc:

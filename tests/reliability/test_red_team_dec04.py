@@ -13,9 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from _cli import cli, one_line_error, tree
 
-from personagraph.cli import app
 from personagraph.errors import PersonagraphError
 from personagraph.testing import PersonaAssertionError, PersonaTester
 
@@ -24,22 +23,10 @@ PERSONA = "A retired cowboy from Texas"
 EVAL = ["eval", "--persona", PERSONA, "-j", "test:j1", *FAST]
 
 
-def cli(*args: str, input: str | bytes | None = None) -> tuple[int, str]:
-    """Runs the CLI in this process: (exit code, stdout + stderr)."""
-    result = CliRunner().invoke(app, ["-q", *args], catch_exceptions=False, input=input)
-    return result.exit_code, result.output
 
 
-def one_line_error(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), output
-    assert "internal error" not in output and "Traceback" not in output
-    return lines[0]
 
 
-def tree(path: Path) -> dict[str, bytes]:
-    """Every file under ``path`` with its bytes: what must stay unchanged."""
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 def summary_of(run_dir: Path) -> dict:
