@@ -572,3 +572,34 @@ def test_n08_a_really_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path, f
     line = one_line_error(output)
     assert code == 2 and ("No space left" in line or "disk is full" in line)
     assert sorted(os.listdir(full_disk)) == ["fill"]
+
+
+# --- the SIGTERM that never ended a process: it must not raise at whatever line the main thread is on --------------
+SIGTERM_PROBE = """
+import asyncio, os, signal, threading, time
+import typer
+from personagraph.cli._common import run
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a job a script starts with `&`
+lock, state = threading.Lock(), {"loop": "interrupted"}
+
+async def work():
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    deadline = time.monotonic() + 0.6
+    while time.monotonic() < deadline:  # a stretch without an await: locks taken and released
+        with lock:
+            pass
+    state["loop"] = "finished"
+    await asyncio.sleep(30)
+
+try:
+    run(work)
+except typer.Exit as done:
+    print(state["loop"], "lock held" if lock.locked() else "lock free", done.exit_code, flush=True)
+"""
+
+
+def test_sigterm_with_sigint_ignored_cancels_at_an_await_not_mid_line(tmp_path: Path) -> None:
+    started = subprocess.run([sys.executable, "-c", SIGTERM_PROBE], capture_output=True, text=True, timeout=60)
+    assert started.stdout.split() == ["finished", "lock", "free", "143"], started.stdout + started.stderr
+    assert "terminated (SIGTERM): finished items are saved" in started.stderr
