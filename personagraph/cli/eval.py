@@ -137,6 +137,10 @@ def eval_command(
             console.print(rich_table(table))
             for line, warn in control_lines(shown):
                 console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
+        if summary.answers_not_asked:
+            console.print(plain(f"scored {config.samples} sample(s) per question; {summary.answers_not_asked} "
+                                "stored answers of further samples (an earlier run's --samples) are kept, not "
+                                "scored"), soft_wrap=True)
         if check := shown.get("judge_check"):
             console.print(plain(protocol_line(check.get("protocols") or {})), soft_wrap=True)
         console.print(plain(

@@ -168,6 +168,9 @@ class EvalSummary(Summary):
     # with ``controls``: the control arms' scores (``arms``, shaped like ``models``), each model's PersonaScore
     # minus each arm's with its paired CI (``standing``), and whether the instrument is ``flagged`` (``flags``)
     controls: dict[str, Any] = Field(default_factory=dict)
+    # answers the store holds for samples past ``samples`` (a run with more ``--samples`` wrote them): left out
+    # of every score, kept for a run that asks for them
+    answers_not_asked: int = 0
 
 
 def check_judges(config: EvalConfig) -> None:
@@ -335,12 +338,9 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
     # give the same CI whatever order concurrency (or a resumed run) wrote them in.
     answering = set(config.answering())
-    every_answer = [Answer.model_validate(a) for a in store.records("answer")]
-    every_answer = sorted(
-        (a for a in every_answer if a.persona_id in persona_ids and a.model in answering
-         and a.sample < config.samples),  # a run with more samples stored its others too: not asked now
-        key=lambda a: a.id,
-    )
+    stored = [a for a in map(Answer.model_validate, store.records("answer"))
+              if a.persona_id in persona_ids and a.model in answering]
+    every_answer = sorted((a for a in stored if a.sample < config.samples), key=lambda a: a.id)
     every_verdict = [Verdict.model_validate(v) for v in store.records("verdict")]
     answering_ids = {a.id for a in every_answer}
     every_verdict = sorted(
@@ -364,6 +364,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
         failures=[f for o in outcomes for f in o.failures],
         incomplete=sum(o.end is None for o in outcomes) + sum(len(o.missing) for o in outcomes),
         tokens=store.call_stats(),
+        answers_not_asked=len(stored) - len(every_answer),
     )
     mark_unscored(summary, answers, verdicts, config.judges)
     return summary

@@ -148,12 +148,13 @@ def test_n03_lost_records_are_run_again_and_the_scores_equal_the_first_run(tmp_p
 def test_n04_fewer_samples_on_a_run_dir_score_only_those(tmp_path: Path) -> None:
     base = [*EVAL, "-m", "test:seeded"]
     assert cli(*base, "--samples", "3", "--run-dir", str(tmp_path / "three"))[0] == 0
-    assert cli(*base, "--samples", "1", "--run-dir", str(tmp_path / "three"))[0] == 0
+    code, said = cli(*base, "--samples", "1", "--run-dir", str(tmp_path / "three"))
+    assert code == 0 and "scored 1 sample(s) per question; 10 stored answers of further samples" in said
     assert cli(*base, "--samples", "1", "--run-dir", str(tmp_path / "one"))[0] == 0
     reused, fresh = summary_of(tmp_path / "three"), summary_of(tmp_path / "one")
     assert reused["models"]["test:seeded"]["answers"] == fresh["models"]["test:seeded"]["answers"] == 5
     assert reused["models"]["test:seeded"]["persona_score"] == fresh["models"]["test:seeded"]["persona_score"]
-    assert reused["llm_calls"] == 0
+    assert reused["llm_calls"] == 0 and reused["answers_not_asked"] == 10
 
 
 # --- N-5: eval --judge-check asks with the eval's protocol and says which ------------------------------
