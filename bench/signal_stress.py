@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import ROOT, fake_server, machine  # noqa: E402
+from personagraph.store import RunLock  # noqa: E402
 
 EXIT_LINE = "run the same command again to resume"
 VOLATILE = {"wall_time_s", "llm_calls", "cache_hits", "roles", "retried", "recovered", "run_dir", "tokens"}
@@ -53,6 +54,7 @@ class Trial:
     said_resume: bool
     resume_equal: bool | None = None
     stacks: str = ""
+    detail: str = ""  # when not ok: the first process's last line, the resume's exit and what differs
 
     @property
     def at_start_up(self) -> bool:
@@ -122,7 +124,8 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
     process = start(args, run_dir, env, sigint_ignored)
     started = time.monotonic()
     if lock_refused:  # a second writer on the same directory, refused by the run lock, before the signal
-        time.sleep(min(at, 0.5))
+        while RunLock.holder(run_dir) is None and process.poll() is None and time.monotonic() - started < at:
+            time.sleep(0.02)  # the second starts once the first holds the directory
         second = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(run_dir)],
                                 capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
         lock_refused = second.returncode == 2 and "in use by" in second.stderr
@@ -142,7 +145,14 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
                    EXIT_LINE in (stderr or ""), stacks=(stderr or "")[-6000:] if exit_s is None else "")
     resumed = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(run_dir)],
                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    result.resume_equal = resumed.returncode == 0 and summary(run_dir, command) == reference
+    got = summary(run_dir, command) if resumed.returncode in (0, 3) else None
+    result.resume_equal = resumed.returncode == 0 and got == reference
+    if not result.resume_equal or not result.ok:
+        differs = sorted(k for k in set(got or {}) | set(reference) if (got or {}).get(k) != reference.get(k)) \
+            if isinstance(reference, dict) and isinstance(got, dict) else []
+        last = (stderr or "").strip().splitlines()[-1:] or [""]
+        result.detail = (f"first: {last[0][:200]!r}; resume exit {resumed.returncode}: "
+                         f"{resumed.stderr.strip()[-300:]!r}; differs: {differs}")
     return result
 
 

@@ -8,6 +8,7 @@ import inspect
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -113,11 +114,26 @@ class _Terminated:
 
 class _CancellingExecutor(ThreadPoolExecutor):
     """An event loop's default executor (``asyncio.to_thread``) that, when the loop shuts it down at the end
-    of ``asyncio.run``, drops the work not started yet: after a cancelled run, a queue of likelihood passes
-    (seconds of CPU each) would otherwise all run before the process could exit."""
+    of ``asyncio.run``, drops the work not started yet and waits at most :data:`EXIT_WAIT_S` for the work in
+    progress: after a cancelled run, a queue of likelihood passes (seconds of CPU each), or a first import of
+    torch on a busy machine, would otherwise hold the process long after every result was saved. A thread
+    still busy then is left to :func:`~personagraph.cli.main`, which ends the process without it."""
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=wait, cancel_futures=True)
+        super().shutdown(wait=False, cancel_futures=True)
+        if wait:
+            deadline = time.monotonic() + EXIT_WAIT_S
+            for thread in list(self._threads):
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+
+EXIT_WAIT_S = 2.0
+"""How long an interrupted command waits for work already running on its worker threads before it exits."""
+
+
+def busy_threads() -> list[threading.Thread]:
+    """The threads besides the main one that would keep the interpreter from exiting (not daemons)."""
+    return [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
 
 
 def _wait_notice(line: str) -> None:
