@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from bench.fake_openai import FakeOpenAI, start_in_thread
-from personagraph.models import ModelSettings, openai_http
-from personagraph.models.retry import TransientModelError
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
+from personagraph.models import ModelSettings, openai_http
+from personagraph.models.retry import TransientModelError
 from personagraph.schemas import TASK_NAMES, Persona
 from personagraph.store import RunStore
 

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from personagraph.cli import app
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
-from personagraph.personas import load_personas
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
+from personagraph.personas import load_personas
 from personagraph.schemas import Persona
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
