@@ -5,7 +5,7 @@
     print(summary.models["local:qwen2.5-coder-0.5b"]["persona_score"])
 
 Arguments are the run kind's config fields under the same names as the CLI's flags (``--questions-per-task``
-is ``questions_per_task=``), plus where to run (``run_dir``), the endpoint (``base_url``, ``api_key``) and a
+is ``questions_per_task=``), plus where to run (``run_dir``), the endpoint (``base_url``, ``api_key``, ``timeout``: seconds per request) and a
 progress callback. ``models`` takes model specs, ``module:attr`` plug-in paths and agent objects in one
 list, ``judges`` the same with judge objects. A bad argument is a
 :class:`~personagraph.errors.PersonagraphError` naming it.
@@ -31,17 +31,25 @@ from personagraph.runs import longlamp as longlamp_run
 from personagraph.runs import meta_eval as meta_eval_run
 from personagraph.runs import persobench as persobench_run
 from personagraph.runs import simulate as simulate_run
-from personagraph.runs.base import ProgressHandler, make_config, synchronous
+from personagraph.runs.base import ConfigError, ProgressHandler, make_config, synchronous
 from personagraph.runs.plugins import as_agent, is_plugin_path, object_name, split_judge_objects, split_models
 from personagraph.schemas import Persona
 
 
 def settings_for(
-    base_url: str | None, api_key: str | None, endpoints: Sequence[str | Endpoint] = (), **fields: Any
+    base_url: str | None, api_key: str | None, endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None, **fields: Any
 ) -> ModelSettings:
-    """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``); ``fields``: other
+    """Endpoint settings shared by a run's roles (``None``: the environment's ``OPENAI_*``); ``timeout``: the
+    seconds one request to an API endpoint may take (None: the default); ``fields``: other
     :class:`~personagraph.models.ModelSettings` fields (``concurrency``)."""
-    return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints), **fields)
+    if timeout is not None:
+        fields["timeout_s"] = timeout
+    try:
+        return make_config(ModelSettings, base_url=base_url, api_key=api_key, endpoints=list(endpoints),
+                           **fields)
+    except ConfigError as exc:
+        raise ConfigError("timeout", exc.reason) if exc.field == "timeout_s" else exc from None
 
 
 async def aevaluate(
@@ -53,6 +61,7 @@ async def aevaluate(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     executor: str = "local",
     ray_address: str | None = None,
     on_progress: ProgressHandler | None = None,
@@ -70,6 +79,7 @@ async def aevaluate(
             the verdict's JSON); default: the embedded 1.5B.
         run_dir: where results go; the same directory resumes the run.
         base_url, api_key: the OpenAI-compatible endpoint for ``openai:`` specs.
+        timeout: seconds one request to an API endpoint may take before it is retried (default 60).
         endpoints: named endpoints for ``openai@NAME:model`` specs, as :class:`~personagraph.models.Endpoint`
             objects or ``NAME=URL[,key-env=VAR][,concurrency=N]`` strings (the CLI's ``--endpoint``).
         executor, ray_address: where persona units run (``local`` or ``ray``).
@@ -88,7 +98,7 @@ async def aevaluate(
     return await eval_run.run(
         config,
         run_dir,
-        settings=settings_for(base_url, api_key, endpoints),
+        settings=settings_for(base_url, api_key, endpoints, timeout),
         agents=agents,
         judge_objects=judge_objects,
         on_progress=on_progress,
@@ -109,6 +119,7 @@ async def asimulate(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     checkpoint_url: str | None = None,
     on_event: simulate_run.EventHook | None = None,
     **options: Any,
@@ -139,7 +150,7 @@ async def asimulate(
     return await simulate_run.run(
         config,
         run_dir,
-        settings=settings_for(base_url, api_key, endpoints),
+        settings=settings_for(base_url, api_key, endpoints, timeout),
         agent=agent,
         judge_objects=judge_objects,
         checkpoint_url=checkpoint_url,
@@ -157,6 +168,7 @@ async def ajudge_session(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     on_progress: ProgressHandler | None = None,
 ) -> simulate_run.SimulateSummary:
     """Judges a saved session (``chat``/``simulate`` transcript JSONL) turn by turn, with the session verdict,
@@ -169,7 +181,7 @@ async def ajudge_session(
         judges=names or None,
         judge_objects=judge_objects,
         persona=persona.description if isinstance(persona, Persona) else persona,
-        settings=settings_for(base_url, api_key, endpoints),
+        settings=settings_for(base_url, api_key, endpoints, timeout),
         allow_self_judging=allow_self_judging,
         on_progress=on_progress,
     )
@@ -183,6 +195,7 @@ async def ameta_evaluate(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> meta_eval_run.MetaEvalSummary:
@@ -192,7 +205,7 @@ async def ameta_evaluate(
     names, judge_objects = split_judge_objects(judges)
     config = make_config(MetaEvalConfig, **options, items=str(items), judges=names)
     return await meta_eval_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key, endpoints), judge_objects=judge_objects,
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints, timeout), judge_objects=judge_objects,
         on_progress=on_progress,
     )
 
@@ -204,6 +217,7 @@ async def ajudge_check(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> judge_check_run.JudgeCheckSummary:
@@ -216,7 +230,7 @@ async def ajudge_check(
         options["judges"], judge_objects = split_judge_objects(judges)
     config = make_config(judge_check_run.JudgeCheckConfig, **options)
     return await judge_check_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key, endpoints), judge_objects=judge_objects,
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints, timeout), judge_objects=judge_objects,
         on_progress=on_progress,
     )
 
@@ -229,6 +243,7 @@ async def apersobench(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     concurrency: int = 8,
     on_progress: ProgressHandler | None = None,
     **options: Any,
@@ -236,7 +251,7 @@ async def apersobench(
     """Generates personalized replies for a PersoBench CSV and scores them; ``**options`` are the other
     :class:`~personagraph.metrics.persobench.PersoBenchConfig` fields (``cot``, ``limit``, ``score``, …)."""
     config = make_config(PersoBenchConfig, **options, data=data, model=model)
-    settings = settings_for(base_url, api_key, endpoints, concurrency=concurrency)
+    settings = settings_for(base_url, api_key, endpoints, timeout, concurrency=concurrency)
     return await persobench_run.run(config, run_dir, settings=settings, on_progress=on_progress)
 
 
@@ -248,6 +263,7 @@ async def alonglamp(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     concurrency: int = 8,
     on_progress: ProgressHandler | None = None,
     **options: Any,
@@ -255,7 +271,7 @@ async def alonglamp(
     """Retrieves, generates and scores LongLaMP records; ``**options`` are the other
     :class:`~personagraph.metrics.longlamp.LongLaMPConfig` fields (``retriever``, ``k``, ``limit``, …)."""
     config = make_config(LongLaMPConfig, **options, data=data, model=model)
-    settings = settings_for(base_url, api_key, endpoints, concurrency=concurrency)
+    settings = settings_for(base_url, api_key, endpoints, timeout, concurrency=concurrency)
     return await longlamp_run.run(config, run_dir, settings=settings, on_progress=on_progress)
 
 
@@ -266,6 +282,7 @@ async def abehavior_alignment(
     base_url: str | None = None,
     api_key: str | None = None,
     endpoints: Sequence[str | Endpoint] = (),
+    timeout: float | None = None,
     on_progress: ProgressHandler | None = None,
     **options: Any,
 ) -> behavior_run.BehaviorSummary:
@@ -273,7 +290,7 @@ async def abehavior_alignment(
     ``**options`` are the other :class:`~personagraph.metrics.behavior.BehaviorConfig` fields."""
     config = make_config(BehaviorConfig, **options, dialogues=dialogues)
     return await behavior_run.run(
-        config, run_dir, settings=settings_for(base_url, api_key, endpoints), on_progress=on_progress
+        config, run_dir, settings=settings_for(base_url, api_key, endpoints, timeout), on_progress=on_progress
     )
 
 

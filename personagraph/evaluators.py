@@ -28,6 +28,7 @@ from personagraph.agents.plugin import content_text
 from personagraph.api import settings_for
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
+from personagraph.files import lone_surrogate
 from personagraph.judges.base import Judge, as_judge
 from personagraph.judges.judge import judge_answer, ready_protocol
 from personagraph.judges.refusal import detect_refusal
@@ -144,6 +145,23 @@ def _question(inputs: dict[str, Any], outputs: Any) -> str:
     raise PersonagraphError("inputs: no 'question' (give inputs={'question': ...} or {'messages': [...]})")
 
 
+def _key(key: Any, default: str) -> str:
+    """The feedback key: ``key`` (a non-empty string) or ``default``."""
+    if key is None:
+        return default
+    if not isinstance(key, str) or not key.strip():
+        raise PersonagraphError(f"key={key!r}: not a name (give a non-empty string)")
+    return key
+
+
+def _encodable(texts: dict[str, Any]) -> None:
+    """Refuses text that cannot be encoded (a lone surrogate, from bytes decoded with ``surrogateescape``)."""
+    for where, value in texts.items():
+        if (found := lone_surrogate(value)) is not None:
+            raise PersonagraphError(f"{where}: holds the unpaired surrogate {found}, which is not text "
+                                    "(decode the bytes as UTF-8 first)")
+
+
 def _scaled(value: float | None, scale: tuple[int, int], normalize: bool) -> float | None:
     """``value`` on the rubric's scale, or mapped to 0–1 (``normalize``)."""
     if value is None or not normalize:
@@ -158,12 +176,14 @@ class PersonaJudge:
 
     def __init__(self, *, rubric: str, judge: Any, protocol: str | None, persona: str | None, key: str | None,
                  normalize: bool, score_kind: ScoreKind, settings: Any) -> None:
+        if score_kind not in ("expected", "integer"):
+            raise PersonagraphError(f"score_kind={score_kind!r}: choose 'expected' or 'integer'")
         self.task = _task(rubric)
         self.rubric: Rubric = load_rubric(self.task.rubric)
         self.judge = _judge(judge, "judge", TURN_TOKENS, settings)
         self.protocol = ready_protocol(protocol, self.judge.name)  # an unknown name fails here, in one line
         self.persona = persona
-        self.key = key or self.task.rubric
+        self.key = _key(key, self.task.rubric)
         self.normalize = normalize
         self.score_kind = score_kind
 
@@ -172,6 +192,7 @@ class PersonaJudge:
         persona = _persona(inputs, self.persona)
         question = _question(inputs, outputs)
         reply = _reply(outputs)
+        _encodable({"inputs": [persona, question], "outputs": reply})
         base = {"rubric": self.rubric.task, "scale": list(self.rubric.scale), "judge": self.judge.name,
                 "protocol": self.protocol.name}
         if not reply:  # a non-answer scores the rubric's minimum, as in eval
@@ -321,6 +342,7 @@ class SessionJudge:
         system = [_text(m) for m in messages if m.get("role") == "system"]
         persona = _persona(inputs, self.persona or (system[0] if system else None))
         turns = _turns(messages)
+        _encodable({"inputs": persona, "outputs": [t["text"] for t in turns]})
         if not any(t["role"] == "assistant" and t["status"] == "ok" for t in turns):
             raise PersonagraphError("outputs: the conversation has no assistant reply to judge")
         last_user = ""
@@ -349,7 +371,8 @@ class SessionJudge:
 def _session_judge(judge: Any, persona: str | Persona | None, key: str, normalize: bool, base_url: str | None,
                    api_key: str | None, endpoints: Sequence[str | Endpoint]) -> SessionJudge:
     return SessionJudge(judge=judge, persona=persona.description if isinstance(persona, Persona) else persona,
-                        key=key, normalize=normalize, settings=settings_for(base_url, api_key, endpoints))
+                        key=_key(key, SESSION_RUBRIC), normalize=normalize,
+                        settings=settings_for(base_url, api_key, endpoints))
 
 
 def create_async_session_judge(
@@ -377,7 +400,7 @@ def create_async_session_judge(
                         **kwargs: Any) -> EvaluatorResult:
         return await scorer.score(inputs, outputs)
 
-    evaluator.__name__ = evaluator.__qualname__ = key
+    evaluator.__name__ = evaluator.__qualname__ = scorer.key
     return evaluator
 
 
@@ -398,5 +421,5 @@ def create_session_judge(
                   **kwargs: Any) -> EvaluatorResult:
         return run_to_completion(scorer.score(inputs, outputs))
 
-    evaluator.__name__ = evaluator.__qualname__ = key
+    evaluator.__name__ = evaluator.__qualname__ = scorer.key
     return evaluator

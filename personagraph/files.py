@@ -101,7 +101,7 @@ def check_input_file(path: str | Path) -> Path:
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _RUN_MARKER = "run.sqlite"  # a folder holding this is a run directory (store.STORE_FILE; files.py sits below store.py)
-_RUN_FOLDERS = ("transcripts", "judge-check")  # a run's own folders
+RUN_FOLDERS = ("transcripts", "judge-check")  # a run's own folders (never a link: see store.refuse_links)
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: mkstemp makes files 0600, outputs get the permissions open() would give them
 
@@ -130,7 +130,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
 def _run_dir_of(path: Path) -> Path | None:
     """The run directory ``path`` lies in (its folder holds a run store), if any."""
     folder = path.parent
-    candidates = [folder, folder.parent] if folder.name in _RUN_FOLDERS else [folder]
+    candidates = [folder, folder.parent] if folder.name in RUN_FOLDERS else [folder]
     return next((candidate for candidate in candidates if (candidate / _RUN_MARKER).exists()), None)
 
 
@@ -199,7 +199,7 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-def _lone_surrogate(value: Any) -> str | None:
+def lone_surrogate(value: Any) -> str | None:
     """The first unpaired surrogate in any string of a parsed JSON value (they cannot be encoded)."""
     if isinstance(value, str):
         found = _SURROGATE.search(value)
@@ -207,7 +207,7 @@ def _lone_surrogate(value: Any) -> str | None:
     if isinstance(value, dict):
         value = [*value.keys(), *value.values()]
     if isinstance(value, list):
-        return next((s for item in value if (s := _lone_surrogate(item))), None)
+        return next((s for item in value if (s := lone_surrogate(item))), None)
     return None
 
 
@@ -242,11 +242,13 @@ def parse_json(text: str, path: str | Path, *, line: int | None = None) -> Any:
     except json.JSONDecodeError as exc:
         at = f" at line {exc.lineno}" if line is None else ""
         raise PersonagraphError(f"{where}: invalid JSON{at} ({exc.msg})") from None
+    except ValueError as exc:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
+        raise PersonagraphError(f"{where}: invalid JSON ({_too_long_number(exc)})") from None
     except RecursionError:
         raise PersonagraphError(f"{where}: invalid JSON (nested too deeply)") from None
     except _DuplicateKey as exc:
         raise PersonagraphError(f"{where}: invalid JSON (the key {exc.args[0]!r} is given twice)") from None
-    if "\\u" in text and (surrogate := _lone_surrogate(value)):
+    if "\\u" in text and (surrogate := lone_surrogate(value)):
         raise PersonagraphError(f"{where}: not valid Unicode (unpaired surrogate {surrogate})")
     return value
 
@@ -277,6 +279,14 @@ def parse_yaml(text: str, path: str | Path) -> Any:
         raise PersonagraphError(f"{where}: invalid YAML") from None
     except RecursionError:
         raise PersonagraphError(f"{path}: invalid YAML (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's digit limit, a date out of range
+        raise PersonagraphError(f"{path}: invalid YAML ({_too_long_number(exc)})") from None
+
+
+def _too_long_number(exc: ValueError) -> str:
+    """What a ``ValueError`` of a JSON or YAML loader says, in a few words: "a number of 5000 digits"."""
+    found = re.search(r"value has (\d+) digits", str(exc))
+    return f"a number of {found.group(1)} digits" if found else str(exc).splitlines()[0][:80]
 
 
 def _not_utf8(path: Path, offset: int) -> PersonagraphError:

@@ -36,6 +36,7 @@ so one is refused with the config, before any call, instead of crashing the run 
 
 
 MAX_PERSONA_CHARS = 4000
+MAX_QUESTION_CHARS = 4000  # a question given by a person (a benchmark file); generated ones are shorter
 """The longest persona text any entry point takes (flag, file, API, transcript)."""
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -27,6 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from personagraph.errors import PersonagraphError
+from personagraph.files import RUN_FOLDERS
 from personagraph.records import meta_problem, record_problem
 
 STORE_FILE = "run.sqlite"
@@ -128,6 +130,18 @@ def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
                              "finished run as it is — use another --run-dir to run")
 
 
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder`` (None: one can): a probe file is made and removed again, since
+    permission bits do not tell for root, immutable directories or read-only mounts."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".personagraph-probe.", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def _refuse_link(path: Path) -> None:
     """Refuses a symbolic link where a run file belongs (see :data:`STORE_FILES`)."""
     if path.is_symlink():
@@ -195,8 +209,13 @@ class RunLock:
             raise PersonagraphError(
                 f"{self.path.parent}: in use by {who}; wait for it to finish or use another --run-dir"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        except OSError as exc:  # a full disk, a quota
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
         return fd
 
     @staticmethod
@@ -260,7 +279,7 @@ class RunStore:
         self.created = False  # this store made its run.sqlite (a refused start removes what it made)
         if not readonly:
             self._make_dir()
-            refuse_links(self.run_dir, (*STORE_FILES, "transcripts"))
+            refuse_links(self.run_dir, (*STORE_FILES, *RUN_FOLDERS))
             self._refuse_lost_store()
             self.created = not self.path.exists()
         self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
@@ -329,6 +348,8 @@ class RunStore:
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:  # e.g. a 0555 directory
                 raise _cannot_write(self.run_dir, str(exc)) from None
+            if not readonly and (why := _unwritable(self.run_dir)) is not None:  # an immutable directory
+                raise _cannot_write(self.run_dir, why) from None
             raise PersonagraphError(
                 f"{self.path}: the run store is unreadable ({exc}); it was left untouched — "
                 "use another --run-dir"
@@ -729,6 +750,8 @@ async def sqlite_checkpointer(
             problem = None if result and result[0] == "ok" else str(result[0] if result else "no answer")
         except sqlite3.DatabaseError as exc:
             problem = str(exc)
+        if problem is not None and (why := _unwritable(Path(run_dir))) is not None:
+            raise _cannot_write(Path(run_dir), why)  # not the file's fault: SQLite could make no -shm beside it
         if problem is not None:
             raise PersonagraphError(
                 f"{path}: the checkpoint store is unreadable ({problem[:120]}); delete it and run again — "

@@ -26,6 +26,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +39,9 @@ import pytest
 from personagraph.api import aevaluate, asimulate
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
+from personagraph.files import write_atomic
+from personagraph.judges.rubrics import load_rubric
+from personagraph.judges.session import SESSION_RUBRIC
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL, parse_spec
 from personagraph.runs.base import run_to_completion
 from personagraph.runs.eval import EvalSummary
@@ -46,7 +51,9 @@ from personagraph.runs.simulate import SimulateSummary
 CACHE_DIR = ".personagraph"
 ASSETS_DIR = "assets"  # in CACHE_DIR: what the failure reports share (the plotting library)
 QUOTED_ANSWERS = 3  # lowest-scored answers quoted in a failure message
+QUOTED_FAILURES = 3  # failed items of a run quoted in a failure message
 QUOTE_CHARS = 300
+PERSONA_SCALE = (1.0, 5.0)  # PersonaScore: the mean of the tasks' 1–5 rubric scores
 
 
 class PersonaAssertionError(AssertionError):
@@ -162,16 +169,29 @@ class PersonaTester:
         return cls(item.nodeid, config.rootpath, options, config.stash.setdefault(LEDGER, Ledger()))
 
     def run_dir(self, kind: str, key: dict[str, Any]) -> Path:
-        """``<root>/.personagraph/<test>/<kind>-<hash of key>`` (its ``.gitignore`` keeps it out of git)."""
+        """``<root>/.personagraph/<test>/<kind>-<hash of key>`` (its ``.gitignore`` keeps it out of git).
+
+        Raises:
+            PersonagraphError: the cache folder cannot be made or written (one line), or a part of it that
+                personagraph creates is a symbolic link (never written through).
+        """
         cache = self.root / CACHE_DIR
-        cache.mkdir(parents=True, exist_ok=True)
+        folder = cache / _slug(self.node_id)
         ignore = cache / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# personagraph's cached persona-test runs (safe to delete)\n*\n",
-                              encoding="utf-8")
+        for path in (cache, ignore, folder):
+            if path.is_symlink():
+                raise PersonagraphError(f"{path}: is a symbolic link (to {os.readlink(path)}); personagraph never "
+                                        f"writes through a link in its cache — remove it or delete {cache}")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if not ignore.exists():
+                write_atomic(ignore, "# personagraph's cached persona-test runs (safe to delete)\n*\n")
+        except OSError as exc:
+            raise PersonagraphError(f"{cache}: cannot make the persona-test cache there "
+                                    f"({exc.strerror or exc}); run pytest where it can write") from None
         blob = json.dumps({"test": self.node_id, **key}, sort_keys=True, ensure_ascii=False)
         digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
-        return cache / _slug(self.node_id) / f"{kind}-{digest}"
+        return folder / f"{kind}-{digest}"
 
     def _agent(self, agent: Any) -> Any:
         if agent is None:
@@ -239,7 +259,8 @@ class PersonaTester:
             agent: a model spec, a ``module:attr`` path or an agent object, as ``evaluate(models=...)``
                 takes them (None: ``--personagraph-model``).
             persona: a description or a :class:`~personagraph.Persona` (or several: one PersonaScore).
-            min_score: the lowest passing PersonaScore (1–5; None: not checked).
+            min_score: the lowest passing PersonaScore (1–5; None: not checked, but a run with a failed
+                or unscored item still fails).
             tasks: task names (each must reach ``min_score``) or a mapping task → its lowest passing score.
             judges: as ``evaluate(judges=...)`` (None: ``--personagraph-judge``, else evaluate's default).
             samples: answers per question (``evaluate(samples=...)``).
@@ -248,10 +269,13 @@ class PersonaTester:
                 ``generator``, ``seed``, ``base_url``, …).
 
         Raises:
-            PersonaAssertionError: the agent did not hold the persona (or a task has no score).
-            PersonagraphError: a bad argument (one line naming it).
+            PersonaAssertionError: the agent did not hold the persona, a task has no score, or an item of
+                the run failed or has no score (an answer the agent never gave is never a pass).
+            PersonagraphError: a bad argument (one line naming it, before any call): a threshold that is not
+                a number on the rubric's scale (NaN, negative, above it) among them.
         """
         __tracebackhide__ = True
+        min_score = _threshold("min_score", min_score, PERSONA_SCALE)
         thresholds = _thresholds(tasks, min_score)
         call, run_dir = self._eval_call(agent, persona, judges, quick, samples, evaluate_options)
         summary = await aevaluate(**call)
@@ -279,12 +303,17 @@ class PersonaTester:
     ) -> SimulateSummary:
         """Runs sessions of a simulated user with ``agent`` (``simulate``) and fails unless every session's
         consistency (the session judge's Session Consistency, 1–5) reaches ``min_consistency`` and its
-        per-turn scores fall by at most ``max_drift`` points a turn; returns the run's summary.
+        per-turn scores fall by at most ``max_drift`` points a turn; returns the run's summary. A run with a
+        failed or unscored item fails too, naming it.
 
         ``agent`` and ``judges`` as in :meth:`aassert_persona`; ``**simulate_options`` are any other
-        :func:`personagraph.simulate` keyword (``sessions``, ``adversarial``, ``user_model``, …).
+        :func:`personagraph.simulate` keyword (``sessions``, ``adversarial``, ``user_model``, …). Thresholds
+        outside the rubric's scale (or NaN) are refused in one line before any call.
         """
         __tracebackhide__ = True
+        scale = load_rubric(SESSION_RUBRIC).scale
+        min_consistency = _threshold("min_consistency", min_consistency, scale)
+        max_drift = _threshold("max_drift", max_drift, (0, scale[1] - scale[0]))
         fields: dict[str, Any] = {"model": self._agent(agent), "turns": turns,
                                   **self._offline(self._user(simulate_options), "user_model")}
         if (chosen := self._judges(judges)) is not None:
@@ -313,6 +342,18 @@ def _sync(coroutine: Any) -> Any:
 
 
 # --- verdicts on a run ------------------------------------------------------------------------------
+def _threshold(name: str, value: Any, scale: tuple[float, float]) -> float | None:
+    """A threshold argument, checked before any call: None, or a number on ``scale`` (NaN, a bool or a
+    number outside the scale would switch the check off or could never pass)."""
+    if value is None:
+        return None
+    low, high = scale
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise PersonagraphError(f"{name}={value!r}: not a number from {low:g} to {high:g} (the rubric's scale)")
+    return float(value)
+
+
 def _thresholds(tasks: Sequence[str] | Mapping[str, float] | None,
                 min_score: float | None) -> dict[str, float]:
     """Task name → lowest passing score, names resolved like the CLI's (``"toxicity"``: Toxicity Control)."""
@@ -328,7 +369,9 @@ def _thresholds(tasks: Sequence[str] | Mapping[str, float] | None,
             raise PersonagraphError(f"tasks: unknown task {name!r}")
         if minimum is None:
             raise PersonagraphError(f"tasks: {name!r} has no minimum (give min_score or a mapping)")
-        out[task.name] = float(minimum)
+        checked = _threshold(f"tasks[{name!r}]", minimum, load_rubric(task.rubric).scale)
+        assert checked is not None
+        out[task.name] = checked
     return out
 
 
@@ -369,6 +412,21 @@ def _answers_text(run_dir: Path, model: str, tasks: set[str]) -> list[str]:
     return lines
 
 
+def _run_problems(summary: EvalSummary | SimulateSummary) -> list[str]:
+    """Why a run is not complete (none when it is): its failed, incomplete and unscored items counted, the
+    first failed ones with their reasons. A failed answer is never a score that can pass."""
+    if summary.complete:
+        return []
+    counts = [f"{n} {what}" for n, what in ((len(summary.failures), "failed"), (summary.incomplete, "incomplete"),
+                                            (summary.unscored, "unscored")) if n]
+    lines = [f"the run did not complete: {', '.join(counts)} item(s); the same test retries them"]
+    lines += [f"  {f.stage} {f.item}" + (f" ({f.model})" if f.model else "") + f": {_quote(f.reason)}"
+              for f in summary.failures[:QUOTED_FAILURES]]
+    if len(summary.failures) > QUOTED_FAILURES:
+        lines.append(f"  … and {len(summary.failures) - QUOTED_FAILURES} more (in {summary.run_dir})")
+    return lines
+
+
 def _described(persona: Any) -> str:
     """The persona(s) as a failure message names them."""
     many = persona if isinstance(persona, list | tuple) else [persona]
@@ -385,7 +443,8 @@ def _persona_failure(summary: EvalSummary, run_dir: Path, persona: str, min_scor
     failing = {task: minimum for task, minimum in floor.items()
                if means.get(task) is None or means[task] < minimum}
     score_fails = min_score is not None and (score is None or score < min_score)
-    if not score_fails and not (thresholds and failing):
+    problems = _run_problems(summary)
+    if not score_fails and not (thresholds and failing) and not problems:
         return None
     shown = "incomplete" if score is None else f"{score:.2f}"
     head = f"{model} as {persona!r}: PersonaScore {shown}"
@@ -395,9 +454,7 @@ def _persona_failure(summary: EvalSummary, run_dir: Path, persona: str, min_scor
         lines.append("failing tasks: " + ", ".join(
             f"{task} {'no score' if means.get(task) is None else f'{means[task]:.2f}'} < {minimum}"
             for task, minimum in failing.items()))
-    if summary.failures or summary.incomplete:
-        lines.append(f"{len(summary.failures)} failed and {summary.incomplete} incomplete item(s): the same "
-                     "test retries them")
+    lines += problems
     lines.append("lowest-scored answers:")
     lines += _answers_text(run_dir, model, set(failing))
     lines.append(f"report: {_report(run_dir)}")
@@ -447,6 +504,7 @@ def _session_failure(summary: SimulateSummary, run_dir: Path, min_consistency: f
                 for task, rationale in by_task.items():
                     score = (turn.get("scores") or {}).get(judge, {}).get(task)
                     lines.append(f"    {judge} [{task}] {score}: {_quote(rationale)}")
+    lines += _run_problems(summary)
     if not lines:
         return None
     lines.append(f"report: {_report(run_dir)}")

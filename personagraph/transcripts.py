@@ -9,14 +9,16 @@ import html
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from personagraph.agents.user_sim import LEVELS
+from personagraph.agents.user_sim import LEVELS, TurnStatus
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl, read_text, safe_id, write_atomic
 from personagraph.schemas import MAX_PERSONA_CHARS, short_id, slug
+from personagraph.terminal import neutralise
 
 TRANSCRIPT_FORMAT = "personagraph-transcript/1"
+MAX_TURNS = 200  # the longest session simulate runs and judge-session judges
 _HEADER_TEXTS = ("persona", "user_persona", "scenario", "agent", "user")  # header fields that must be text
 
 
@@ -32,7 +34,8 @@ def _esc(value: Any) -> str:
 
 
 def transcript_markdown(record: dict[str, Any]) -> str:
-    """A readable transcript of a session record."""
+    """A readable transcript of a session record (terminal escapes and other control characters in it shown as
+    visible ``\\x1b``-style text, as on the terminal)."""
     lines = [
         f"# Session {record['id']}",
         "",
@@ -93,7 +96,7 @@ def transcript_markdown(record: dict[str, Any]) -> str:
         for name, result in verdict.get("judges", {}).items():
             if result.get("rationale"):
                 lines.append(f"- `{name}`: {_esc(result['rationale'])}")
-    return "\n".join(lines) + "\n"
+    return neutralise("\n".join(lines)) + "\n"  # model text holds no raw escape: `cat` of it is safe
 
 
 def write_transcript(folder: Path, record: dict[str, Any]) -> tuple[Path, Path]:
@@ -156,6 +159,29 @@ def _checked_header(header: dict[str, Any], where: str) -> dict[str, Any]:
     return header
 
 
+def _shown(value: Any) -> str:
+    """A value from an input file as an error line shows it: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _turn_fields(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """A turn line's optional fields, checked: ``status`` (ok, failed, empty), ``level`` (an adversarial
+    level or none), ``error`` and ``refusal_marker`` (text or none)."""
+    status, level = item.get("status", "ok"), item.get("level")
+    if status not in get_args(TurnStatus):
+        raise PersonagraphError(f"{where}: status: expected one of {', '.join(get_args(TurnStatus))}, "
+                                f"got {_shown(status)}")
+    if level is not None and (isinstance(level, bool) or level not in LEVELS):
+        raise PersonagraphError(f"{where}: level: expected one of {', '.join(map(str, LEVELS))} or none, "
+                                f"got {_shown(level)}")
+    for name in ("error", "refusal_marker"):
+        if item.get(name) is not None and not isinstance(item[name], str):
+            raise PersonagraphError(f"{where}: {name}: expected text, got {type(item[name]).__name__}")
+    return {"status": status, "error": item.get("error"), "level": level,
+            "refusal_marker": item.get("refusal_marker")}
+
+
 def read_transcript(path: str | Path) -> dict[str, Any]:
     """Reads a transcript JSONL (``simulate``/``chat`` output, or plain ``{"role", "content"}`` lines)
     into ``{id, persona, agent, user, ..., turns}``.
@@ -184,22 +210,14 @@ def read_transcript(path: str | Path) -> dict[str, Any]:
         if "index" in item:
             index = item["index"]
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-                raise PersonagraphError(f"{path}:{number}: index: expected a whole number, got {index!r}")
+                raise PersonagraphError(f"{path}:{number}: index: expected a whole number, got {_shown(index)}")
         elif role == "user" or index == 0:
             index += 1
-        turns.append(
-            {
-                "index": index,
-                "role": role,
-                "text": text,
-                "status": item.get("status", "ok"),
-                "error": item.get("error"),
-                "level": item.get("level"),
-                "stop": bool(item.get("stop")),
-                "refusal_marker": item.get("refusal_marker"),
-                "at_token_limit": item.get("at_token_limit") is True,
-            }
-        )
+        if index > MAX_TURNS:
+            raise PersonagraphError(f"{path}:{number}: index: turn {_shown(index)} is past the longest session "
+                                    f"judged ({MAX_TURNS} turns)")
+        turns.append({"index": index, "role": role, "text": text, **_turn_fields(item, f"{path}:{number}"),
+                      "stop": bool(item.get("stop")), "at_token_limit": item.get("at_token_limit") is True})
     if not turns:
         raise PersonagraphError(f"{path}: no turns found")
     return {

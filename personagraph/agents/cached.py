@@ -7,6 +7,7 @@ from typing import Any
 
 from personagraph.agents.base import Agent
 from personagraph.models import Completion, Meter, cache_key
+from personagraph.models.client import bounded
 from personagraph.store import CallRow
 
 
@@ -24,15 +25,19 @@ class CachedAgent:
         role: the meter's role for these calls.
         sample: which repeated sample of each request this wrapper answers (``eval --samples``): a sample
             other than 0 is its own cache entry, so the agent is asked again for it.
+        max_tokens: the reply budget (``--max-answer-tokens``): a longer reply is cut where a model's would be
+            (:func:`~personagraph.models.client.bounded`) and marked, before it is stored or judged.
     """
 
-    def __init__(self, agent: Agent, store: Any, meter: Meter, role: str = "persona", sample: int = 0) -> None:
+    def __init__(self, agent: Agent, store: Any, meter: Meter, role: str = "persona", sample: int = 0,
+                 max_tokens: int | None = None) -> None:
         self.agent = agent
         self.name = agent.name
         self.store = store
         self.meter = meter
         self.role = role
         self.sample = sample
+        self.max_tokens = max_tokens
 
     def __repr__(self) -> str:
         return f"CachedAgent({self.agent!r})"
@@ -44,15 +49,17 @@ class CachedAgent:
         key = cache_key(f"agent:{self.name}", "", request, params)
         if (row := self.store.get_call(key)) is not None:
             self.meter._add(self.meter.cache_hits, self.role)
-            return Completion("ok", row.text, cached=True)
+            text, cut = bounded(row.text, self.max_tokens)
+            return Completion("ok", text, cached=True, truncated=cut, at_token_limit=cut)
         started = time.perf_counter()
         reply = await self.agent.respond(persona, messages)
         if not reply.ok:
             self.meter._add(self.meter.failures, self.role)
             return reply
         self.meter._add(self.meter.calls, self.role)
+        text, cut = bounded(reply.text, self.max_tokens)
         self.store.put_call(
-            CallRow(key, self.role, self.name, reply.text, 0, 0, time.perf_counter() - started),
+            CallRow(key, self.role, self.name, text, 0, 0, time.perf_counter() - started),
             {"messages": request, "params": params},
         )
-        return reply
+        return Completion("ok", text, truncated=cut, at_token_limit=reply.at_token_limit or cut)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -139,21 +139,27 @@ def paired_standing(agent: dict[tuple[str, str], float], control: dict[tuple[str
             "ci": ci, "resampled": resampled, "clearly_below": ci is not None and ci[0] > 0}
 
 
-def control_standing(items: list[ItemScore], models: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
+def control_standing(items: list[ItemScore], models: Sequence[str], *, seed: int = 0,
+                     failed: Collection[str] = ()) -> dict[str, Any]:
     """Each tested model's PersonaScore minus each of its control arms', and the instrument's flags.
 
-    ``items``: the item scores of the tested models and of the control arms. Returns ``standing`` (one row
-    per model × control: ``model``, ``control``, ``kind``, ``n``, ``diff``, ``ci``, ``clearly_below``,
-    ``flagged``), ``flagged`` (any contrast or refusal arm not clearly below) and ``flags`` (one line each).
+    ``items``: the item scores of the tested models and of the control arms; ``failed``: the ids of the
+    answers that failed (not the model's answer: a transport fault, a crashed agent). Returns ``standing``
+    (one row per model × control: ``model``, ``control``, ``kind``, ``n``, ``diff``, ``ci``,
+    ``clearly_below``, ``incomplete``, ``flagged``), ``flagged`` (any contrast or refusal arm not clearly
+    below) and ``flags`` (one line each). A row whose model or arm has a failed answer is ``incomplete``
+    and flags nothing: a failed answer says nothing about the judges.
     """
     rows, flags = [], []
+    failed_by = {item.model for item in items if item.answer_id in failed}
     for model in models:
         agent = _per_question(items, model)
         for kind in ("generic", "contrast", "refusal"):
             name = control_name(kind, model)  # type: ignore[arg-type]
             row = {"model": model, "control": name, "kind": kind,
-                   **paired_standing(agent, _per_question(items, name), seed=seed)}
-            row["flagged"] = kind in FLAGGED_KINDS and not row["clearly_below"]
+                   **paired_standing(agent, _per_question(items, name), seed=seed),
+                   "incomplete": bool({model, name} & failed_by)}
+            row["flagged"] = kind in FLAGGED_KINDS and not row["clearly_below"] and not row["incomplete"]
             rows.append(row)
             if row["flagged"]:
                 flags.append(flag_line(row))

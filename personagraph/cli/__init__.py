@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 
-from personagraph.cli._common import console, fail, readable_help, state
+from personagraph.cli._common import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    busy_threads,
+    console,
+    fail,
+    readable_help,
+    state,
+)
 from personagraph.version import __version__
 
 app = typer.Typer(
@@ -60,4 +69,11 @@ def main() -> None:
         code = exc.exit_code
     except typer.Abort:
         code = 1
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code in (EXIT_SIGINT, EXIT_SIGTERM) and busy_threads():
+        # Interrupted: every result is saved and the resume line printed, but a worker thread is still in
+        # the middle of a computation nobody waits for; exiting normally would wait for it to end.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -8,7 +8,9 @@ import inspect
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -34,6 +36,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.judges.protocols import API_PROTOCOL, EMBEDDED_PROTOCOL, PROTOCOLS, SCRIPTED_PROTOCOL
 from personagraph.models import ModelSettings
 from personagraph.models.retry import set_wait_notice
+from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.redact import redact_text
 from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
 
@@ -61,23 +64,49 @@ def fail(message: str) -> typer.Exit:
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a process ended by it
+MAX_COUNT = 10**9  # the upper bound of a flag counting records, items or memories ("only the first N")
+MAX_TOKENS = 8192  # the upper bound of a flag giving a reply's token budget
+MAX_BERT_LAYERS = 48  # the most layers of a BERTScore model (the packaged one has 6: checked when it loads)
 
 
 class _Terminated:
-    """SIGTERM (``timeout``, systemd, ``docker stop``, Kubernetes) handled like Ctrl-C: the handler raises
-    SIGINT in this process, so that the running work is cancelled the way asyncio cancels it on Ctrl-C (the
-    run store's pending rows are committed on the way out), and remembers that it was SIGTERM (exit 143)."""
+    """SIGTERM (``timeout``, systemd, ``docker stop``, Kubernetes) handled like Ctrl-C, and remembered (exit
+    143). The first one cancels the command's main task, as ``asyncio.run`` does on Ctrl-C: every ``finally``
+    runs and the run store commits its pending rows on the way out. It does not depend on SIGINT's handler
+    (a job a script starts with ``&`` inherits SIGINT ignored) and never raises an exception at whatever line
+    the main thread is on: a ``KeyboardInterrupt`` landing just after a lock was taken (the store's, the
+    scorer's) can leave it held, and the process then waits for it forever. A second SIGTERM, or one
+    outside a running event loop (a sync command), interrupts at once."""
 
     def __init__(self) -> None:
         self.seen = False
+        self.task: asyncio.Task[Any] | None = None  # the command's main task, while it runs
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, signum: int, frame: Any) -> None:
-        self.seen = True
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-            # SIGINT ignored (a job started in the background by a script, or under nohup, inherits that):
-            # raising it would do nothing and the SIGTERM would be lost, so interrupt directly
-            raise KeyboardInterrupt
-        signal.raise_signal(signal.SIGINT)
+        first, self.seen = not self.seen, True
+        if first and self.task is not None and self.loop is not None and not self.task.done():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+            return
+        raise KeyboardInterrupt
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Runs ``coroutine`` to completion in a new event loop whose main task a SIGTERM cancels; a run
+        cancelled by it ends as Ctrl-C's does (``KeyboardInterrupt``, once every ``finally`` ran)."""
+
+        async def main() -> T:
+            self.task, self.loop = asyncio.current_task(), asyncio.get_running_loop()
+            self.loop.set_default_executor(_CancellingExecutor())
+            return await coroutine
+
+        try:
+            return asyncio.run(main())
+        except asyncio.CancelledError:
+            if self.seen:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            self.task = self.loop = None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Terminated]:
@@ -89,6 +118,30 @@ class _Terminated:
             yield self
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+class _CancellingExecutor(ThreadPoolExecutor):
+    """An event loop's default executor (``asyncio.to_thread``) that, when the loop shuts it down at the end
+    of ``asyncio.run``, drops the work not started yet and waits at most :data:`EXIT_WAIT_S` for the work in
+    progress: after a cancelled run, a queue of likelihood passes (seconds of CPU each), or a first import of
+    torch on a busy machine, would otherwise hold the process long after every result was saved. A thread
+    still busy then is left to :func:`~personagraph.cli.main`, which ends the process without it."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+        if wait:
+            deadline = time.monotonic() + EXIT_WAIT_S
+            for thread in list(self._threads):
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+
+EXIT_WAIT_S = 2.0
+"""How long an interrupted command waits for work already running on its worker threads before it exits."""
+
+
+def busy_threads() -> list[threading.Thread]:
+    """The threads besides the main one that would keep the interpreter from exiting (not daemons)."""
+    return [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
 
 
 def _wait_notice(line: str) -> None:
@@ -112,7 +165,7 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
         with terminated.installed():
             result = work()
             if asyncio.iscoroutine(result):
-                result = asyncio.run(result)
+                result = terminated.run(result)
     except ConfigError as exc:
         raise fail(f"{flag_for(exc.field)}: {exc.reason}") from None
     except PersonagraphError as exc:
@@ -170,6 +223,11 @@ RETRY_PERMANENT_OPTION = typer.Option(
     False, "--retry-permanent",
     help="On resume, also retry the items whose model reply was complete but never fit the format (permanent "
     "failures): their calls are sent again past the response cache.",
+)
+TIMEOUT_OPTION = typer.Option(
+    DEFAULT_TIMEOUT_S, "--timeout", min=1, max=MAX_TIMEOUT_S,
+    help="Seconds each request to an API endpoint may take before it is retried (a notice says when one is "
+         "still waiting).",
 )
 JUDGE_PROTOCOL_OPTION = typer.Option(
     None, "--judge-protocol",

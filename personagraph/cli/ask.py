@@ -9,6 +9,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     console,
     cut_off_note,
     model_settings,
@@ -24,17 +25,18 @@ def ask(
     question: str = typer.Argument(..., help="The question to put to the persona."),
     persona: str = typer.Option(..., "--persona", "-p", help="The persona, as free text."),
     model: str = typer.Option(DEFAULT_MODEL, "--model", "-m", help="Model spec of the persona agent."),
-    temperature: float = typer.Option(0.7, help="Sampling temperature."),
-    max_tokens: int = typer.Option(256, help="Longest answer, in tokens."),
+    temperature: float = typer.Option(0.7, min=0, max=2, help="Sampling temperature."),
+    max_tokens: int = typer.Option(256, min=1, max=32768, help="Longest answer, in tokens."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Ask a persona agent one question and print its answer."""
 
     async def body() -> None:
         description = parse_persona(persona, "--persona").description
-        settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, temperature=temperature, max_tokens=max_tokens)
         agent = PersonaAgent(ModelClient.create(model, "persona", settings=settings))
         with console.status(plain(f"{model} is answering…")):
             reply = await agent.respond(description,

@@ -11,7 +11,10 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -44,17 +47,18 @@ def behavior_command(
     system: str | None = typer.Option(None, "--system", help="A model spec that plays the recommender "
                                       "(generates the system responses)."),
     system_speaker: str = typer.Option("RECOMMENDER", "--system-speaker", help="Speaker the system plays."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N dialogues."),
     run_dir: Path = typer.Option(Path("runs/behavior"), "--run-dir", help="Where results go (LLM calls are "
                                  "cached there, so a rerun resumes)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
     n_resamples: int = typer.Option(2000, "--n-resamples", "--resamples", min=100, max=100_000,
                                     help="Bootstrap resamples per interval."),
-    max_tokens: int = typer.Option(128, "--max-tokens", min=1, help="Longest --system response, in tokens."),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=1, max=MAX_TOKENS, help="Longest --system response, in tokens."),
     embedding_model: str | None = EMBEDDING_OPTION,
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Label recommendation strategies; report κ against human labels and the system's behavior alignment."""
@@ -67,7 +71,7 @@ def behavior_command(
             embedding_model=embedding_model, retry_failed=retry_failed,
         )
         with progress_display(label_width=13, transient=True) as progress:
-            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
+            summary = await run_behavior_alignment(config, run_dir, settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                                                    on_progress=progress_bars(progress))
         console.print(f"[bold]Behavior alignment · {summary.dialogues} dialogues · labeller {summary.labeller}[/bold]")
         table = Table()

@@ -14,12 +14,14 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     console,
     cut_off_note,
     model_settings,
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.files import lone_surrogate
 from personagraph.models import ModelClient
 from personagraph.runs.plugins import load_plugins
 from personagraph.runs.simulate import DEFAULT_AGENT, chat
@@ -41,6 +43,7 @@ def chat_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Chat with a persona agent yourself; the transcript is saved (judge it with `judge-session`)."""
 
@@ -50,14 +53,17 @@ def chat_command(
         if agent:
             the_agent: Any = load_plugins([agent])[0]
         else:
-            settings = model_settings(base_url, api_key, endpoint, temperature=temperature, max_tokens=max_tokens)
+            settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, temperature=temperature, max_tokens=max_tokens)
             the_agent = PersonaAgent(ModelClient.create(model or DEFAULT_AGENT, "persona", settings=settings))
 
         def read(view: UserView) -> str | None:
             try:
-                return console.input("[bold green]you>[/] ")
+                line = console.input("[bold green]you>[/] ")
             except EOFError:
                 return None
+            if lone_surrogate(line) is not None:  # bytes that are not UTF-8 (decoded with surrogateescape)
+                raise PersonagraphError("stdin: not UTF-8 text; type text, or pipe a UTF-8 file")
+            return line
 
         def on_event(kind: str, payload: dict[str, Any]) -> None:
             if kind == "agent_turn":

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from personagraph.cli._common import console, err_console, run
 from personagraph.cli.view import FORMAT_HELP, check_export_options, write_export
+from personagraph.schemas import MAX_SEED
 
 
 def compare_command(
@@ -18,7 +19,7 @@ def compare_command(
                                  "with --model-a/--model-b, to compare two models of one run)."),
     model_a: str | None = typer.Option(None, "--model-a", help="Model of RUN_A (needed when it has several)."),
     model_b: str | None = typer.Option(None, "--model-b", help="Model of RUN_B (needed when it has several)."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="Bootstrap seed."),
     format: str = typer.Option("table", "--format", "-f", help=FORMAT_HELP),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the export here instead of stdout."),
 ) -> None:

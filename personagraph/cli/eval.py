@@ -17,6 +17,7 @@ from personagraph.cli._common import (
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
     RETRY_PERMANENT_OPTION,
+    TIMEOUT_OPTION,
     console,
     default_of,
     model_settings,
@@ -24,6 +25,7 @@ from personagraph.cli._common import (
     progress_display,
     run,
 )
+from personagraph.cli.judge_check import protocol_line
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.personas import load_personas
@@ -46,9 +48,9 @@ def eval_command(
     judge: list[str] = typer.Option([], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."),
     generator: str | None = typer.Option(None, help="Model that selects environments and writes questions "
                                          "and exemplars (default: the first judge)."),
-    environments: int | None = typer.Option(None, "--environments", min=1, help="Environments per persona (default 5)."),
-    questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, help="Questions per task (default 2)."),
-    shortlist: int | None = typer.Option(None, "--shortlist", min=0, help="Show the selector only the N pool "
+    environments: int | None = typer.Option(None, "--environments", min=1, max=50, help="Environments per persona (default 5)."),
+    questions_per_task: int | None = typer.Option(None, "--questions-per-task", min=1, max=50, help="Questions per task (default 2)."),
+    shortlist: int | None = typer.Option(None, "--shortlist", min=0, max=1000, help="Show the selector only the N pool "
                                          "environments nearest the persona by embedding (default 0: the whole "
                                          "pool; helps small selector models). N up to --environments: no "
                                          "selector, the nearest are taken."),
@@ -71,7 +73,7 @@ def eval_command(
     retry_permanent: bool = RETRY_PERMANENT_OPTION,
     non_answers: str = typer.Option("minimum", "--non-answers", help="Failed or empty answers: 'minimum' scores "
                                     "them the rubric's lowest score (counted), 'exclude' leaves them out."),
-    judge_check: int = typer.Option(0, "--judge-check", min=0, help="Then check the judges on N answers per task "
+    judge_check: int = typer.Option(0, "--judge-check", min=0, max=1000, help="Then check the judges on N answers per task "
                                     "(persona swap, AI disclosure, …; see judge-check); 0: off."),
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     score_kind: str = typer.Option("expected", "--score-kind", help="Scores from 'expected' (probability-"
@@ -88,6 +90,7 @@ def eval_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     executor: str = typer.Option("local", "--executor", help="Where persona units run: local (asyncio, "
                                  "this process) or ray (Ray tasks; needs personagraph[ray])."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join with --executor ray "
@@ -123,7 +126,7 @@ def eval_command(
                              score_kind=score_kind, controls=controls, samples=samples,
                              pass_threshold=pass_threshold)
         with progress_display() as progress:
-            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint),
+            summary = await run_eval(config, run_dir, settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
         if summary.complete and not summary.llm_calls and not summary.cache_hits:  # no unit ran again
@@ -137,6 +140,12 @@ def eval_command(
             console.print(rich_table(table))
             for line, warn in control_lines(shown):
                 console.print(Text(("⚠ " if warn else "") + line, style="bold red" if warn else "green"))
+        if summary.answers_not_asked:
+            console.print(plain(f"scored {config.samples} sample(s) per question; {summary.answers_not_asked} "
+                                "stored answers of further samples (an earlier run's --samples) are kept, not "
+                                "scored"), soft_wrap=True)
+        if check := shown.get("judge_check"):
+            console.print(plain(protocol_line(check.get("protocols") or {})), soft_wrap=True)
         console.print(plain(
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "
             f"failed items: {len(summary.failures)} · incomplete personas: {summary.incomplete} · "

@@ -13,7 +13,10 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -28,14 +31,21 @@ from personagraph.report.view import rich_table
 from personagraph.runs.base import make_config
 from personagraph.runs.judge_check import SUMMARY_FILE, JudgeCheckConfig, JudgeCheckSummary
 from personagraph.runs.judge_check import run as run_check
+from personagraph.terminal import plain
+
+
+def protocol_line(protocols: dict[str, str]) -> str:
+    """Which protocol each judge of a check was asked with (an eval's check asks as the eval did)."""
+    return "judge check protocols: " + ", ".join(f"{judge} {name}" for judge, name in protocols.items())
 
 
 def render_check(summary: JudgeCheckSummary) -> None:
-    """The figures table, then one verdict line per judge (WARN in red)."""
+    """The figures table, then one verdict line per judge (WARN in red), then the protocols asked with."""
     for table in judge_validity_tables(summary.model_dump(mode="json")):
         console.print(rich_table(table))
     for result in summary.results.values():
         console.print(Text(result.line, style="bold red" if result.verdict == "warn" else "bold green"))
+    console.print(plain(protocol_line(summary.protocols)), soft_wrap=True)
 
 
 def judge_check_command(
@@ -64,7 +74,7 @@ def judge_check_command(
         "generator, else the first judge).",
     ),
     per_task: int | None = typer.Option(
-        None, "--per-task", min=1, help="Answers per task taken from the run (seeded choice; default all)."
+        None, "--per-task", min=1, max=MAX_COUNT, help="Answers per task taken from the run (seeded choice; default all)."
     ),
     variant: list[str] = typer.Option(
         [], "--variant", help=f"Variant kinds (repeatable; default all: {', '.join(VARIANT_KINDS)})."
@@ -95,14 +105,15 @@ def judge_check_command(
         "smaller share of AI disclosures (own score at most the break cap).",
     ),
     max_judge_tokens: int = typer.Option(
-        256, "--max-judge-tokens", min=16, help="Reply budget of a verdict."
+        256, "--max-judge-tokens", min=16, max=MAX_TOKENS, help="Reply budget of a verdict."
     ),
     max_variant_tokens: int = typer.Option(
-        400, "--max-variant-tokens", min=16, help="Reply budget of a generated variant."
+        400, "--max-variant-tokens", min=16, max=MAX_TOKENS, help="Reply budget of a generated variant."
     ),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Metamorphic test of judges: persona swap, AI disclosure, generic rewrite, contradiction, padding."""
@@ -139,7 +150,7 @@ def judge_check_command(
             summary = await run_check(
                 config,
                 run_dir,
-                settings=model_settings(base_url, api_key, endpoint),
+                settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                 on_progress=progress_bars(progress),
             )
         render_check(summary)

@@ -11,6 +11,7 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -42,6 +43,7 @@ def judge_session_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Score every agent turn of a saved session and give the session verdict."""
 
@@ -52,7 +54,7 @@ def judge_session_command(
                 run_dir,
                 judges=judge or [DEFAULT_JUDGE],
                 persona=persona,
-                settings=model_settings(base_url, api_key, endpoint),
+                settings=model_settings(base_url, api_key, endpoint, timeout_s=timeout),
                 allow_self_judging=allow_self_judging,
                 on_progress=progress_bars(progress),
             )

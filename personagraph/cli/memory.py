@@ -10,8 +10,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import RETRY_FAILED_OPTION, console, progress_bars, progress_display, run
+from personagraph.cli._common import (
+    MAX_COUNT,
+    RETRY_FAILED_OPTION,
+    console,
+    progress_bars,
+    progress_display,
+    run,
+)
 from personagraph.errors import PersonagraphError
+from personagraph.schemas import MAX_SEED
 from personagraph.terminal import key_column, neutralise, plain
 
 memory_app = typer.Typer(
@@ -122,6 +130,8 @@ def import_(
     madial_split: int | None = typer.Option(
         None,
         "--madial-split",
+        min=1,
+        max=MAX_COUNT,
         help="MADial file of two users: lines 1..N are user 1, the rest user 2 (English set: 76).",
     ),
     replace: bool = typer.Option(False, "--replace", help="Overwrite memories whose id exists."),
@@ -171,7 +181,7 @@ def export(
 def search(
     text: str = typer.Argument(..., help="What the user just said (or a whole context)."),
     user: str = typer.Option(..., "--user", help="Whose memories to search."),
-    k: int = typer.Option(5, "--k", min=1, help="How many memories."),
+    k: int = typer.Option(5, "--k", min=1, max=MAX_COUNT, help="How many memories."),
     method: str = typer.Option(
         "fusion", "--method", help="dense, bm25, hybrid, proactive, multiview, fusion."
     ),
@@ -266,6 +276,8 @@ def eval_retrieval(
     madial_split: int | None = typer.Option(
         None,
         "--madial-split",
+        min=1,
+        max=MAX_COUNT,
         help="Lines 1..N of a MADial memory file are user 1's (default 76, the English set).",
     ),
     memory_dir: Path | None = typer.Option(
@@ -313,10 +325,10 @@ def eval_dialogue(
     run_dir: Path = typer.Option(
         Path("runs/madial-dialogue"), "--run-dir", help="Run directory (resumable)."
     ),
-    seed: int = typer.Option(1991, "--seed", help="Seed of setting 2's shuffle."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues."),
+    seed: int = typer.Option(1991, "--seed", min=0, max=MAX_SEED, help="Seed of setting 2's shuffle."),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N dialogues."),
     method: str = typer.Option("fusion", "--method", help="Retriever for settings 2 (negatives) and 3."),
-    negatives: int = typer.Option(4, "--negatives", min=1, help="Retrieved negatives beside the gold memory "
+    negatives: int = typer.Option(4, "--negatives", min=1, max=1000, help="Retrieved negatives beside the gold memory "
                                   "in setting 2."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=1024, help="Dialogues in flight."),
     retry_failed: bool = RETRY_FAILED_OPTION,

@@ -17,6 +17,7 @@ from personagraph.cli._common import (
     ENDPOINT_OPTION,
     JUDGE_PROTOCOL_OPTION,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -192,6 +193,7 @@ def meta_eval_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     judge_protocol: str | None = JUDGE_PROTOCOL_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
@@ -218,7 +220,7 @@ def meta_eval_command(
                 judge_protocol=judge_protocol,
                 retry_failed=retry_failed,
             )
-            settings = model_settings(base_url, api_key, endpoint)
+            settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout)
             # Started once the items file is validated, so an input error prints alone.
             progress = progress_display()
             draw = progress_bars(progress)

@@ -10,7 +10,10 @@ from personagraph.cli._common import (
     API_KEY_OPTION,
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
+    MAX_COUNT,
+    MAX_TOKENS,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     model_settings,
     progress_bars,
@@ -40,7 +43,7 @@ def persobench_command(
     data: Path = typer.Option(..., "--data", help="PersoBench CSV with columns personas, context, act_response."),
     model: str = typer.Option(..., "--model", "-m", help="Model under test: local:<name>, openai:<model>, test:<name>."),
     cot: bool = typer.Option(False, "--cot", help="Chain-of-thought prompting (JSON reasoning, then response)."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N rows."),
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_COUNT, help="Only the first N rows."),
     run_dir: Path = typer.Option(Path("runs/persobench"), "--run-dir", help="Where results go; reuse it to resume."),
     metrics: str | None = typer.Option(None, "--metrics", help=METRICS_HELP),
     nli_model: str | None = NLI_OPTION,
@@ -49,12 +52,13 @@ def persobench_command(
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,
     rouge_stemmer: bool = ROUGE_STEMMER_OPTION,
-    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Generation limit per reply."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, max=MAX_TOKENS, help="Generation limit per reply."),
     temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
     concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Generate personalized responses (vanilla or CoT) and score them: fluency, diversity, personalization."""
@@ -71,7 +75,7 @@ def persobench_command(
         )
         if not metrics and "c_score" not in chosen:
             console.print("[dim]c_score and ue_score skipped: no NLI model configured (--nli-model)[/dim]")
-        settings = model_settings(base_url, api_key, endpoint, concurrency=concurrency)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout, concurrency=concurrency)
         with progress_display(label_width=0, transient=True) as progress:
             summary = await run_persobench(config, run_dir, settings=settings, on_progress=progress_bars(progress))
         console.print(plain(f"PersoBench · {model} · {config.mode} · {summary.generated}/{summary.items} items",

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from personagraph.cli._common import console, progress_bars, progress_display, run
+from personagraph.cli._common import MAX_BERT_LAYERS, console, progress_bars, progress_display, run
 from personagraph.embeddings import PACKAGED_MINILM
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_jsonl
@@ -35,7 +35,7 @@ NLI_OPTION = typer.Option(None, "--nli-model", help=f"NLI classifier (local fold
                           f"and ue_score; default ${NLI_ENV}.")
 BERTSCORE_MODEL_OPTION = typer.Option(None, "--bertscore-model", help=f"BERTScore model (local folder or cached "
                                       f"id); default the packaged {PACKAGED_MINILM}.")
-BERTSCORE_LAYERS_OPTION = typer.Option(None, "--bertscore-layers", min=1, help="BERTScore layer (default: 6 for "
+BERTSCORE_LAYERS_OPTION = typer.Option(None, "--bertscore-layers", min=1, max=MAX_BERT_LAYERS, help="BERTScore layer (default: 6 for "
                                        "the packaged MiniLM, bert-score's table for known models).")
 EMBEDDING_OPTION = typer.Option(None, "--embedding-model", help="Local sentence-embedding model folder (persona "
                                 f"coverage, dense retrieval, the strategy classifier); default the packaged "

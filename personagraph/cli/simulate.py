@@ -13,6 +13,7 @@ from personagraph.cli._common import (
     BASE_URL_OPTION,
     ENDPOINT_OPTION,
     RETRY_FAILED_OPTION,
+    TIMEOUT_OPTION,
     console,
     default_of,
     model_settings,
@@ -172,6 +173,7 @@ def simulate_command(
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,
+    timeout: float = TIMEOUT_OPTION,
 ) -> None:
     """Simulate multi-turn conversations with a persona agent and judge every turn and each session."""
 
@@ -204,7 +206,7 @@ def simulate_command(
             allow_self_judging=allow_self_judging,
             retry_failed=retry_failed,
         )
-        settings = model_settings(base_url, api_key, endpoint)
+        settings = model_settings(base_url, api_key, endpoint, timeout_s=timeout)
         specs = session_specs(config)
         with progress_display(label_width=24) as progress:
             overall = progress.add_task("sessions", total=len(specs))

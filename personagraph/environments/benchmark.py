@@ -7,7 +7,7 @@ from pathlib import Path
 from personagraph.environments.pool import task_by_name
 from personagraph.errors import PersonagraphError
 from personagraph.files import read_json
-from personagraph.schemas import MAX_PERSONA_CHARS, Persona
+from personagraph.schemas import MAX_PERSONA_CHARS, MAX_QUESTION_CHARS, Persona
 
 
 def load_benchmark(directory: str | Path) -> list[tuple[Persona, dict[str, list[str]]]]:
@@ -40,6 +40,9 @@ def load_benchmark(directory: str | Path) -> list[tuple[Persona, dict[str, list[
                 raise PersonagraphError(f"{path}: unknown task {name!r}")
             if not isinstance(items, list) or not items or not all(isinstance(q, str) and q.strip() for q in items):
                 raise PersonagraphError(f"{path}: task {name!r} must map to a non-empty list of non-empty strings")
+            if too_long := next((q for q in items if len(q) > MAX_QUESTION_CHARS), None):
+                raise PersonagraphError(f"{path}: task {name!r}: a question of {len(too_long)} characters; "
+                                        f"the limit is {MAX_QUESTION_CHARS}")
             questions.setdefault(task.name, []).extend(" ".join(q.split()) for q in items)
         persona = Persona(description=description)
         if persona.id in seen:

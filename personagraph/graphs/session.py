@@ -30,10 +30,11 @@ from typing_extensions import TypedDict  # Studio reads typing's only on Python 
 
 from personagraph.agents.base import Agent
 from personagraph.agents.user_sim import User, UserView, level_for_turn
+from personagraph.errors import PersonagraphError
 from personagraph.graphs import live_context
 from personagraph.judges.refusal import detect_refusal
-from personagraph.models import ModelClient
 from personagraph.judges.session import score_turn, session_record, session_verdict
+from personagraph.models import ModelClient
 from personagraph.store import RunStore
 from personagraph.transcripts import write_transcript
 
@@ -131,6 +132,8 @@ async def user(state: SessionState, runtime: Runtime[SessionContext]) -> dict[st
     try:
         said = await ctx.user.next_message(view)
         status, text, stop, error = said.status, said.text, said.stop, said.error
+    except PersonagraphError:  # bad input (a person's stdin that is not text): the run stops with its line
+        raise
     except Exception as exc:  # noqa: BLE001 - a broken user side ends the session, recorded
         status, text, stop, error = "failed", "", False, f"{type(exc).__name__}: {exc}"[:500]
     entry = {

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from personagraph.agents.plugin import PluginAgent, adapt
-from personagraph.models import Structured, extract_json
+from personagraph.models import Structured, parse_structured
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
@@ -48,7 +48,7 @@ class PluginJudge:
             return Structured(status="failed", raw=reply.text, error=reply.error)
         try:
             return Structured(
-                status="ok", value=schema.model_validate(extract_json(reply.text)), raw=reply.text
+                status="ok", value=parse_structured(reply.text, schema), raw=reply.text
             )
         except (ValueError, ValidationError) as exc:
             reason = str(exc).splitlines()[0][:200]

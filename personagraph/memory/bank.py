@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,20 +135,26 @@ class MemoryBank:
         self.location = str(location)
         self.name = collection
         self.model_path = model_path
-        self.client = make_client(location)
+        made = not str(location).startswith(("http://", "https://")) and not Path(location).exists()
         self._hnsw = {**DEFAULT_HNSW, **(hnsw or {})}
         self._embedding = LocalSentenceEmbedding(model_path)
         self._collections: dict[str, Any] = {}
-        with self._reaching():
-            self._settings = self.client.get_or_create_collection(
-                collection,
-                metadata={
-                    "personagraph_bank": 1,
-                    "document_format": document_format,
-                    "embedding_model": model_path or "default",
-                },
-                embedding_function=self._embedding,
-            )
+        try:
+            with self._reaching():  # a full disk, a folder it cannot write: one line, not chroma's InternalError
+                self.client = make_client(location)
+                self._settings = self.client.get_or_create_collection(
+                    collection,
+                    metadata={
+                        "personagraph_bank": 1,
+                        "document_format": document_format,
+                        "embedding_model": model_path or "default",
+                    },
+                    embedding_function=self._embedding,
+                )
+        except PersonagraphError:
+            if made:  # the bank it began to make is left half-made: removed again
+                shutil.rmtree(location, ignore_errors=True)
+            raise
         meta = self._settings.metadata or {}
         self.document_format: DocumentFormat = meta.get("document_format", document_format)
         stored_model = meta.get("embedding_model", "default")

@@ -135,6 +135,8 @@ class BertScore:
                     model_type=self._path, num_layers=self.num_layers, batch_size=self._batch_size,
                     idf=self.idf, device="cpu",
                 )
+            except AssertionError as exc:  # bert-score checks the layer against the model's with an assert
+                raise PersonagraphError(f"--bertscore-layers {self.num_layers}: {exc}") from None
             except (OSError, ValueError) as exc:
                 raise PersonagraphError(
                     f"BERTScore model {self.model}: cannot load it ({type(exc).__name__}: {exc})"

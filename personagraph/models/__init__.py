@@ -1,6 +1,14 @@
 """The one model layer: spec → route → cached, limited, retried, validated (and traced) calls per role."""
 
-from personagraph.models.client import Completion, Meter, ModelClient, Structured, cache_key, extract_json
+from personagraph.models.client import (
+    Completion,
+    Meter,
+    ModelClient,
+    Structured,
+    cache_key,
+    extract_json,
+    parse_structured,
+)
 from personagraph.models.factory import Route, make_chat_model, resolve_route
 from personagraph.models.providers import PROVIDER_RULES, PROVIDERS, ProviderRules
 from personagraph.models.retry import RetryPolicy, TransientModelError
@@ -37,5 +45,6 @@ __all__ = [
     "make_chat_model",
     "parse_endpoint",
     "parse_spec",
+    "parse_structured",
     "resolve_route",
 ]

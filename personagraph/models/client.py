@@ -12,6 +12,7 @@ that kills a batch and never a score; an error message is never returned as if t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -147,6 +148,17 @@ def _limiter(key: str, limit: int) -> asyncio.Semaphore:
     return entry[1]
 
 
+_in_flight: dict[tuple[int, str, bool], asyncio.Future[Completion]] = {}
+"""The calls being sent now, by event loop, cache key and kind: what :meth:`ModelClient._cached_call` waits
+for instead of sending an identical request again."""
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Marks a single-flight future's exception as seen (its callers got it)."""
+    if not future.cancelled():
+        future.exception()
+
+
 def cache_key(spec: str, base_url: str, messages: Messages, params: dict[str, Any]) -> str:
     """The response-cache key: model spec + endpoint + messages + sampling parameters."""
     blob = json.dumps({"model": spec, "base_url": base_url, "messages": messages, "params": params},
@@ -160,6 +172,9 @@ MAX_CHARS_PER_TOKEN = 16
 """A reply longer than ``max_tokens`` × this (tokens average ~4 characters; whitespace and code runs reach
 ~16) was not held to its token budget by the server: it is cut there (:data:`TRUNCATED_MARK`), never stored
 or forwarded whole (a 5 MB answer to a 256-token request would be sent on to every judge)."""
+STILL_WAITING_S = 30.0
+"""A request to an API endpoint still unanswered after this long is announced (one line), so that a stalled
+connection is seen waiting for its ``--timeout``, not taken for a hang."""
 MIN_BUDGET_CHARS = 1024
 TRUNCATED_MARK = "\n[truncated: the reply ran past its max_tokens budget]"
 _NUMBER_PART = re.compile(r"[-+0-9.eE]+")
@@ -178,6 +193,17 @@ def char_budget(max_tokens: int | None) -> int | None:
     return None if not max_tokens else max(MIN_BUDGET_CHARS, max_tokens * MAX_CHARS_PER_TOKEN)
 
 
+def bounded(text: str, max_tokens: int | None) -> tuple[str, bool]:
+    """A free-text reply cut to the budget of ``max_tokens`` and marked (:data:`TRUNCATED_MARK`), and whether
+    it was (a reply cut when it was stored is returned as it is)."""
+    budget = char_budget(max_tokens)
+    if budget is None or len(text) <= budget:
+        return text, False
+    if text.endswith(TRUNCATED_MARK) and len(text) == budget + len(TRUNCATED_MARK):
+        return text, True
+    return text[:budget] + TRUNCATED_MARK, True
+
+
 def cut_off_json(text: str) -> bool:
     """Whether ``text`` holds the beginning of a JSON object that stops before the object ends (a reply cut
     off mid-JSON: by ``max_tokens``, a dropped stream or a faulty server), as opposed to text that is not
@@ -193,7 +219,7 @@ def cut_off_json(text: str) -> bool:
         return (exc.msg.startswith("Unterminated string") or not rest
                 or any(word.startswith(rest) for word in ("true", "false", "null"))
                 or _NUMBER_PART.fullmatch(rest) is not None)
-    except RecursionError:
+    except (ValueError, RecursionError):  # a number past the digit limit, nesting too deep: not cut off
         return False
     return False
 
@@ -229,11 +255,46 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # not JSON, a 5000-digit number, nested too deep
             continue
         if isinstance(value, dict):
             return value
     raise ValueError("no JSON object found in the reply")
+
+
+def parse_structured(text: str, schema: type[T]) -> T:
+    """The JSON object in a reply (:func:`extract_json`) validated against ``schema``; a ``true`` or ``false``
+    where the schema wants a number is refused (pydantic would read ``{"score": true}`` as a score of 1).
+
+    Raises:
+        ValueError: no JSON object, or a bool for a number (``ValidationError`` is one).
+    """
+    value = extract_json(text)
+    if (where := _bool_for_number(value, _json_schema(schema))) is not None:
+        raise ValueError(f"{where}: a bool where a number belongs")
+    return schema.model_validate(value)
+
+
+def _bool_for_number(value: Any, schema: dict[str, Any], root: dict[str, Any] | None = None,
+                     where: str = "object") -> str | None:
+    """Where ``value`` holds a bool that ``schema`` (a JSON schema) types as a number, or None."""
+    root = root or schema
+    if ref := schema.get("$ref"):
+        schema = root.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+    options = schema.get("anyOf") or [schema]
+    kinds = {option.get("type") for option in options}
+    if isinstance(value, bool):
+        return where if kinds & {"integer", "number"} and "boolean" not in kinds else None
+    for option in options:
+        if isinstance(value, dict) and "properties" in option:
+            for name, sub in option["properties"].items():
+                if name in value and (found := _bool_for_number(value[name], sub, root, name)) is not None:
+                    return found
+        elif isinstance(value, list) and isinstance(option.get("items"), dict):
+            for i, item in enumerate(value):
+                if (found := _bool_for_number(item, option["items"], root, f"{where}.{i}")) is not None:
+                    return found
+    return None
 
 
 @lru_cache(maxsize=256)
@@ -360,21 +421,55 @@ class ModelClient:
 
     @staticmethod
     def _bounded(text: str, params: dict[str, Any]) -> tuple[str, bool]:
-        """A free-text reply cut to its token budget and marked (:data:`TRUNCATED_MARK`), and whether it was."""
-        budget = char_budget(params.get("max_tokens"))
-        if budget is None or len(text) <= budget:
-            return text, False
-        if text.endswith(TRUNCATED_MARK) and len(text) == budget + len(TRUNCATED_MARK):
-            return text, True  # cut when it was stored
-        return text[:budget] + TRUNCATED_MARK, True
+        return bounded(text, params.get("max_tokens"))
 
     async def _cached_call(
         self, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None,
         structured: bool = False, fresh: bool = False,
     ) -> Completion:
         """One call: from the response cache, or sent (with retries) and stored. ``fresh``: sent even when a
-        reply is stored, which the new one replaces (``retry_permanent``)."""
+        reply is stored, which the new one replaces (``retry_permanent``).
+
+        Single flight: a call whose request is already in flight in this event loop (the same model, endpoint,
+        messages and parameters: the fixed refusal arm's samples, two roles asking the same) waits for that
+        one's reply and is counted as a cache hit, instead of paying for it twice. If the call it waited for
+        was cancelled, it is sent after all."""
         key = cache_key(self.name, self.route.cache_url, messages, params)
+        flight = (id(asyncio.get_running_loop()), key, structured)
+        if not fresh and (pending := _in_flight.get(flight)) is not None:
+            try:
+                reply = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this call is being cancelled, not only the one it waited for
+            else:
+                if reply.ok:
+                    self.meter._add(self.meter.cache_hits, self.role)
+                    return dataclasses.replace(reply, cached=True)
+                return reply
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieved)
+        _in_flight[flight] = future
+        try:
+            reply = await self._call_once(key, messages, params, response_format, structured, fresh)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            if _in_flight.get(flight) is future:
+                del _in_flight[flight]
+        future.set_result(reply)
+        return reply
+
+    async def _call_once(
+        self, key: str, messages: Messages, params: dict[str, Any], response_format: dict[str, Any] | None,
+        structured: bool, fresh: bool,
+    ) -> Completion:
+        """:meth:`_cached_call` for a request not already in flight."""
         stale = fresh  # a stored reply that is a transient fault (stored by an older version): replaced
         if not fresh and self.store is not None and (row := self.store.get_call(key)) is not None:
             if row.text.strip() and self._problem(row.text, None, params, structured) is None:
@@ -457,8 +552,14 @@ class ModelClient:
         elif self.route.rules.transport == "scripted":
             reply = await scripted_call(self.spec.name, body)
         else:
-            reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
-                                                      timeout_s=self.settings.timeout_s)
+            notice = asyncio.get_running_loop().call_later(
+                STILL_WAITING_S, notify_wait, f"{self.name}: still waiting for a reply after {STILL_WAITING_S:g} s "
+                f"(retried after {self.settings.timeout_s:g} s: --timeout)")
+            try:
+                reply = await openai_http.chat_completion(self.route.url, self.route.api_key, body,
+                                                          timeout_s=self.settings.timeout_s)
+            finally:
+                notice.cancel()
         return reply.text, reply.input_tokens, reply.output_tokens, reply.logprobs, reply.finish_reason
 
     async def _send_chat_model(
@@ -524,7 +625,7 @@ class ModelClient:
         error = ""
         for attempt in range(2):
             try:
-                value = schema.model_validate(extract_json(reply.text))
+                value = parse_structured(reply.text, schema)
                 return Structured("ok", value, reply.text, cached=cached, logprobs=reply.logprobs)
             except (ValueError, ValidationError) as exc:
                 error = _short_error(exc)

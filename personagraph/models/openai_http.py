@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,8 @@ def parse_logprobs(data: Any) -> list[TokenLogprobs] | None:
     """Reads OpenAI's ``choices[0].logprobs`` (``{"content": [{token, logprob, top_logprobs}, …]}``).
 
     vLLM and llama.cpp's server answer in the same format. Anything else (absent, null, malformed —
-    the reply is untrusted) is None: logprobs are optional, never a reason to fail a call.
+    the reply is untrusted) is None: logprobs are optional, never a reason to fail a call. A log-probability
+    that is not a finite number ≤ 0 (a probability above 1, NaN, a bool) makes the whole set malformed.
     """
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list) or not content:
@@ -63,11 +65,21 @@ def parse_logprobs(data: Any) -> list[TokenLogprobs] | None:
     tokens = []
     try:
         for entry in content:
-            top = tuple((str(alt["token"]), float(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
-            tokens.append(TokenLogprobs(str(entry["token"]), float(entry["logprob"]), top))
+            top = tuple((str(alt["token"]), _logprob(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
+            tokens.append(TokenLogprobs(str(entry["token"]), _logprob(entry["logprob"]), top))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return tokens
+
+
+def _logprob(value: Any) -> float:
+    """A log-probability as a float, or ValueError when it cannot be one (not a finite number ≤ 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("not a number")
+    number = float(value)
+    if not math.isfinite(number) or number > 0:
+        raise ValueError(f"not a log-probability: {number}")
+    return number
 
 
 @dataclass(frozen=True)

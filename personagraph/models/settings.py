@@ -12,6 +12,12 @@ from personagraph.errors import PersonagraphError
 
 StructuredMode = Literal["auto", "json_schema", "json_object", "prompt"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_URL_SECRET = re.compile(r"[@?#]")  # where a URL may carry a password or a key
+DEFAULT_TIMEOUT_S = 60.0
+"""How long one attempt at an API endpoint waits for its reply (``--timeout``); a reply that takes longer is a
+transient fault, retried. A hosted model answers a persona turn or a verdict in seconds; 120 s per attempt,
+times 6 attempts, let one stalled connection hold a run for 12 minutes."""
+MAX_TIMEOUT_S = 3600.0
 
 
 class Endpoint(BaseModel):
@@ -26,15 +32,24 @@ class Endpoint(BaseModel):
     @field_validator("url")
     @classmethod
     def _port(cls, value: str) -> str:
-        return checked_port(value)
+        return checked_url(value)
 
 
-def checked_port(url: str) -> str:
-    """``url`` when its port (if any) is one a server can listen on (1-65535); else a ValueError naming it."""
+def checked_url(url: str) -> str:
+    """``url`` when every request can be sent to it; else a ValueError saying why: a port no server can listen
+    on (not 1-65535), a user name or password in it (the key goes in a header, and the HTTP client refuses
+    both at once) or a query or fragment (requests append ``/chat/completions`` to the path). The URL is not
+    repeated where it may hold a secret."""
+    parts = urlsplit(url)
     try:
-        port = urlsplit(url).port  # a ValueError when it is out of range or not a number
+        port = parts.port  # a ValueError when it is out of range or not a number
     except ValueError:
         port = 0
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("the URL holds a user name or password; give the key with --api-key or key-env=VAR")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise ValueError("the URL holds a query or fragment (?…, #…); requests append /chat/completions to its "
+                         "path — give the key with --api-key or key-env=VAR")
     if port == 0:
         raise ValueError(f"{url!r}: the port is not a number from 1 to 65535")
     return url
@@ -61,7 +76,9 @@ def parse_endpoint(text: str) -> Endpoint:
         return Endpoint(**fields)
     except ValueError as exc:
         first = exc.errors()[0]  # type: ignore[attr-defined]
-        raise PersonagraphError(f"endpoint {text!r}: {first['loc'][0]}: {first['msg']}; {usage}") from None
+        reason = first["msg"].removeprefix("Value error, ")
+        shown = f"{name}=…" if _URL_SECRET.search(text) else text  # a URL with a password or query may hold a key
+        raise PersonagraphError(f"endpoint {shown!r}: {first['loc'][0]}: {reason}; {usage}") from None
 
 
 class ModelSettings(BaseModel):
@@ -75,7 +92,7 @@ class ModelSettings(BaseModel):
     max_tokens: int = Field(512, ge=1, le=32768)
     seed: int = 0
     concurrency: int = Field(8, ge=1, le=1024)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)  # per attempt at an API endpoint
     max_retry_after_s: float = Field(60.0, ge=0)  # a server's Retry-After is obeyed up to this long
     retry_attempts: int = Field(6, ge=1, le=100)  # attempts per call at transient errors (1: no retry)
     retry_permanent: bool = False  # a stored structured reply that never validated is asked again, past the cache
@@ -89,7 +106,7 @@ class ModelSettings(BaseModel):
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"https?://[^\s/]+", value):
             raise ValueError(f"{value!r} is not an http(s)://host[:port]/… URL")
-        return value if value is None else checked_port(value)
+        return value if value is None else checked_url(value)
 
     @field_validator("endpoints", mode="before")
     @classmethod

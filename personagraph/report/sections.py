@@ -643,7 +643,9 @@ def controls_table(summary: dict[str, Any]) -> Table | None:
     arms = controls.get("arms") or {}
     rows = []
     for row in standing:
-        if row.get("clearly_below"):
+        if row.get("incomplete"):
+            verdict = "no verdict: answers failed"
+        elif row.get("clearly_below"):
             verdict = "clearly below"
         else:
             verdict = "⚠ NOT clearly below" if row.get("flagged") else "not clearly below (reported only)"
@@ -674,6 +676,9 @@ def control_lines(summary: dict[str, Any]) -> list[tuple[str, bool]]:
         return []
     if controls.get("flagged"):
         return [(f"instrument flagged: {line}", True) for line in controls.get("flags") or []]
+    if missing := sorted({row["control"] for row in controls["standing"] if row.get("incomplete")}):
+        return [(f"no verdict on the judges: answers failed for {', '.join(missing)} or their agent "
+                 "(run the same command again to retry them)", True)]
     return [("the judges scored the contrast-persona and refusal arms clearly below every agent "
              f"({controls.get('rule', '')})", False)]
 

@@ -225,8 +225,10 @@ def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
     loop of its own when this thread already runs one (a notebook cell, an async test calling sync code),
     where ``asyncio.run`` would refuse."""
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
+        running = None  # not run from here: its failure would be shown chained to this probe's error
+    if running is None:
         return asyncio.run(coroutine)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync") as pool:
         return pool.submit(asyncio.run, coroutine).result()
@@ -335,7 +337,11 @@ class Run:
 
     def __enter__(self) -> Run:
         self._before = _entries(self.run_dir)
-        self._store = RunStore(self.run_dir, write_behind=self._write_behind)
+        try:
+            self._store = RunStore(self.run_dir, write_behind=self._write_behind)
+        except PersonagraphError:  # refused while opening (a full disk at the lock, say): nothing is left
+            _remove_new(self.run_dir, self._before)
+            raise
         try:
             held = self._store.get_meta("kind")
             if held not in (None, self.kind):
@@ -490,7 +496,8 @@ def _remove_new(run_dir: Path, before: set[str] | None) -> None:
     and the directory itself when this run made it and it is empty now."""
     for name in STORE_FILES:
         if before is None or name not in before:
-            (run_dir / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # missing, or the path is no directory at all
+                (run_dir / name).unlink()
     if before is None:
         with contextlib.suppress(OSError):
             run_dir.rmdir()

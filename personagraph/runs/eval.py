@@ -171,6 +171,9 @@ class EvalSummary(Summary):
     # with ``controls``: the control arms' scores (``arms``, shaped like ``models``), each model's PersonaScore
     # minus each arm's with its paired CI (``standing``), and whether the instrument is ``flagged`` (``flags``)
     controls: dict[str, Any] = Field(default_factory=dict)
+    # answers the store holds for samples past ``samples`` (a run with more ``--samples`` wrote them): left out
+    # of every score, kept for a run that asks for them
+    answers_not_asked: int = 0
 
 
 def check_judges(config: EvalConfig) -> None:
@@ -268,7 +271,8 @@ async def run(
             run.store.flush()  # the check reads this run's answers from the store
             check = judge_check.JudgeCheckConfig(from_run=str(run_dir), per_task=config.judge_check,
                                                  seed=config.seed, concurrency=config.concurrency,
-                                                 retry_failed=config.retry_failed)
+                                                 retry_failed=config.retry_failed,
+                                                 judge_protocol=config.judge_protocol)
             found = await judge_check.run(check, Path(run_dir) / judge_check.EVAL_SUBDIR, settings=settings,
                                           judge_objects=judge_objects, on_progress=on_progress)
             summary.judge_check = found.model_dump(mode="json")  # type: ignore[attr-defined]
@@ -318,9 +322,12 @@ def _controls(answers: list[Answer], verdicts: list[Verdict], config: EvalConfig
     scored = summarize_scores(arms, arm_verdicts, config.judges, seed=config.seed, non_answers=config.non_answers,
                               tasks=tasks, score_kind=kind)
     items = score_items(answers, verdicts, kind, config.non_answers)
+    failed = {a.id for a in answers if a.status != "ok"}
+    for arm, result in scored["models"].items():  # an arm with failed answers scores fewer than were asked
+        result["incomplete"] = bool(result.get("incomplete") or any(a.model == arm for a in arms if a.id in failed))
     return {"arms": scored["models"],
             "contrast_personas": {p.description: contrast_persona(p.description) for p in config.personas},
-            **control_standing(items, config.models, seed=config.seed)}
+            **control_standing(items, config.models, seed=config.seed, failed=failed)}
 
 
 def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSummary:
@@ -337,10 +344,9 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
     # give the same CI whatever order concurrency (or a resumed run) wrote them in.
     answering = set(config.answering())
-    every_answer = [Answer.model_validate(a) for a in store.records("answer")]
-    every_answer = sorted(
-        (a for a in every_answer if a.persona_id in persona_ids and a.model in answering), key=lambda a: a.id
-    )
+    stored = [a for a in map(Answer.model_validate, store.records("answer"))
+              if a.persona_id in persona_ids and a.model in answering]
+    every_answer = sorted((a for a in stored if a.sample < config.samples), key=lambda a: a.id)
     every_verdict = [Verdict.model_validate(v) for v in store.records("verdict")]
     answering_ids = {a.id for a in every_answer}
     every_verdict = sorted(
@@ -362,6 +368,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
         failures=[f for o in outcomes for f in o.failures],
         incomplete=sum(o.end is None for o in outcomes) + sum(len(o.missing) for o in outcomes),
         tokens=store.call_stats(),
+        answers_not_asked=len(stored) - len(every_answer),
     )
     mark_unscored(summary, answers, verdicts, config.judges)
     return summary

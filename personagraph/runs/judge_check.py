@@ -117,6 +117,7 @@ class JudgeCheckSummary(Summary):
 
     source: str = ""
     judges: list[str] = Field(default_factory=list)
+    protocols: dict[str, str] = Field(default_factory=dict)  # judge → the protocol it was asked with
     generator: str = ""
     n_items: int = 0
     skipped: int = 0  # answers left out: persona breaks in the run, low human ratings in an items file
@@ -397,6 +398,7 @@ async def run(
         summary = JudgeCheckSummary(
             source=str(config.from_run or config.items),
             judges=judges,
+            protocols={spec: protocol.name for spec, protocol in protocols.items()},
             generator=generator,
             n_items=len(source.items),
             skipped=source.skipped,

@@ -86,7 +86,7 @@ from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, re
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for, load_plugins
 from personagraph.schemas import MAX_PERSONA_CHARS, Seed, persona_description, short_id, slug
 from personagraph.store import RunStore, sqlite_checkpointer
-from personagraph.transcripts import read_transcript, write_transcript
+from personagraph.transcripts import MAX_TURNS, read_transcript, write_transcript
 
 KIND = "simulate"
 RETRY_KIND = "session_retry"  # record kind: {attempts}, how often a session with failed items ran again
@@ -111,9 +111,9 @@ class SimulateConfig(BaseModel):
     agent: str | None = None
     user_model: str = DEFAULT_USER
     user_agent: str | None = None
-    user_persona: str | None = None
-    scenario: str | None = None
-    turns: int = Field(4, ge=1, le=200)
+    user_persona: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
+    scenario: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
+    turns: int = Field(4, ge=1, le=MAX_TURNS)
     adversarial: bool = False
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
     sessions: int = Field(1, ge=1, le=10_000)

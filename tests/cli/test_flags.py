@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import typer
@@ -43,6 +43,7 @@ RUN_OPTIONS = {
     "--run-dir": "run_dir",
     "--base-url": "base_url",
     "--api-key": "api_key",
+    "--timeout": "timeout",
     "--endpoint": "endpoints",
     "--executor": "executor",
     "--ray-address": "ray_address",
@@ -132,3 +133,40 @@ def test_judge_session_command_and_verb_take_the_same_options() -> None:
     from_flags = {aliases.get(option[0], option[0][2:].replace("-", "_")) for option in flags(("judge-session",))}
     parameters = set(inspect.signature(api.ajudge_session).parameters) - CALLBACKS - {"transcript"}
     assert from_flags == parameters
+
+
+def commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command of the CLI (subcommands of groups included) with its path."""
+    command = command or typer.main.get_command(app)
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from commands(sub, (*path, name))
+    else:
+        yield path, command
+
+
+def _bounded_fields(config: type[BaseModel]) -> set[str]:
+    """The flags of ``config``'s fields whose value has a lower and an upper bound (``ge``/``gt``, ``le``/``lt``)."""
+    def bounds(info: FieldInfo) -> set[str]:
+        return {kind for item in info.metadata for kind in ("ge", "gt", "le", "lt") if getattr(item, kind, None)
+                is not None} | {kind for arg in get_args(info.annotation) for item in getattr(arg, "__metadata__", ())
+                                for kind in ("ge", "gt", "le", "lt") if getattr(item, kind, None) is not None}
+    return {flag_for(name) for name, info in fields(config)
+            if bounds(info) & {"ge", "gt"} and bounds(info) & {"le", "lt"}}
+
+
+def test_every_numeric_flag_of_every_command_has_both_bounds() -> None:
+    """A number a flag takes is refused in one line before any work when it is out of range, at both ends — by
+    the flag, or by the config field it feeds: an unbounded one (--max-tokens 99999999999, --seed -1) was sent
+    on or crashed deep inside."""
+    by_config = {path: _bounded_fields(config) for path, config, _ in KINDS.values()}
+    unbounded = [
+        (" ".join(path), option.opts[0])
+        for path, command in commands()
+        for option in command.params
+        if option.param_type_name == "option"
+        and {int, float} & {option.type_descriptor.annotation, *get_args(option.type_descriptor.annotation)}
+        and (option.min is None or option.max is None)
+        and option.opts[0] not in by_config.get(path, set())
+    ]
+    assert unbounded == []

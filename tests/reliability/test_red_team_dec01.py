@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from _cli import cli, one_line_error, tree
 
 from bench.fake_openai import FakeOpenAI, ThreadedFakeOpenAI, start_in_thread
-from personagraph.cli import app
 from personagraph.errors import PersonagraphError
 from personagraph.models import ModelSettings
 from personagraph.models.retry import TransientModelError
@@ -35,24 +34,10 @@ SIMULATE = ["simulate", "--persona", "A pediatric nurse", "-m", "test:agent", "-
             "--user-model", "test:user", "--turns", "2"]
 
 
-def cli(*args: str) -> tuple[int, str]:
-    """Runs the CLI in this process: (exit code, stdout + stderr)."""
-    result = CliRunner().invoke(app, ["-q", *args], catch_exceptions=False)
-    return result.exit_code, result.output
 
 
-def one_line_error(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), output
-    assert "internal error" not in output and "Traceback" not in output
-    return lines[0]
 
 
-def tree(path: Path) -> dict[str, bytes]:
-    """Every file under ``path`` (or ``path`` itself) with its bytes: what must stay unchanged."""
-    if path.is_file():
-        return {path.name: path.read_bytes()}
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture

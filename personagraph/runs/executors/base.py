@@ -95,7 +95,8 @@ def build_context(
             )
             for spec in config.models
             if spec not in named
-        ] + [CachedAgent(agent, store, meter, sample=sample) for agent in objects]
+        ] + [CachedAgent(agent, store, meter, sample=sample, max_tokens=config.max_answer_tokens)
+             for agent in objects]
 
     agents = sampled(0)
     extra = [(agent, sample) for sample in range(1, config.samples) for agent in sampled(sample)]
@@ -166,7 +167,8 @@ class UnitRecords:
         questions = {q["id"] for q in stored["question"]}
         answering = set(config.answering())
         answers = [a for a in stored["answer"]
-                   if a["question_id"] in questions and a["model"] in answering]
+                   if a["question_id"] in questions and a["model"] in answering
+                   and a.get("sample", 0) < config.samples]
         answer_ids = {a["id"] for a in answers}
         rows = stored | {
             "exemplars": [e for e in stored["exemplars"] if e["question_id"] in questions],
@@ -278,14 +280,22 @@ async def run_unit(
     """
     uid = unit_id(persona, config)
     attempt = 0
-    if unit_end(context.store, persona, config) is not None:  # a unit that never ended has work: no reads
+    ended = unit_end(context.store, persona, config) is not None
+    if ended:  # a unit that never ended has work: no reads
         outcome = unit_outcome(context.store, persona, config)
         if not outcome.to_run(config.retry_failed, config.retry_permanent):
             return
         attempt = outcome.attempts
     if checkpointed:
-        thread = {"configurable": {"thread_id": uid if attempt == 0 else f"{uid}-retry{attempt}"}}
+        thread_id = uid if attempt == 0 else f"{uid}-retry{attempt}"
+        thread = {"configurable": {"thread_id": thread_id}}
         snapshot = await graph.aget_state(thread)
+        if not ended and snapshot.values and not snapshot.next:
+            # A finished graph whose unit has no end record: the store lost what the graph wrote (restored
+            # from an older copy, records deleted). Its records are not trusted: the graph runs again, and
+            # the response cache answers every call the store still holds.
+            await graph.checkpointer.adelete_thread(thread_id)
+            snapshot = await graph.aget_state(thread)
         if not (snapshot.values and not snapshot.next):
             # Checkpoints are written when the graph exits: the response cache is what makes a restart
             # cheap, and per-step checkpoints cost more than they save (measured: seconds of fsyncs).
