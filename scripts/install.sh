@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine: a virtualenv in .venv with personagraph, its embedded models (llama.cpp's
-# server is built from source on first install for every x86-64 CPU level, ~13 minutes on 2 cores; see
+# server is built from source on first install for every x86-64 CPU level, ~9 minutes on 2 cores; see
 # scripts/build_llama_server.sh) and the system data some metrics need. Idempotent.
 #
 # Usage: bash scripts/install.sh          runtime + embedded models

@@ -61,6 +61,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from personagraph.agents.base import Agent
+from personagraph.agents.cached import CachedAgent
 from personagraph.agents.persona import PersonaAgent
 from personagraph.agents.user_sim import SimulatedUser, User, default_scenario, default_user_persona
 from personagraph.errors import PersonagraphError
@@ -480,7 +481,9 @@ async def run(
         def sides(spec: SessionSpec) -> Sides:
             the_agent = (
                 agent
-                or plugin_agent
+                # a plug-in's replies are stored and cut at the reply budget, as in eval
+                or (plugin_agent
+                    and CachedAgent(plugin_agent, store, meter, max_tokens=config.max_agent_tokens))
                 or PersonaAgent(
                     client(
                         config.model or DEFAULT_AGENT,

@@ -434,6 +434,22 @@ def test_n19_a_plug_in_agents_huge_answer_is_cut_and_marked(tmp_path: Path) -> N
     assert summary.models[next(iter(summary.models))]["answers_at_token_limit"] == len(answers)
 
 
+def test_n19_a_plug_in_agents_huge_reply_in_a_session_is_cut_and_marked(tmp_path: Path, monkeypatch) -> None:
+    """simulate treats a plug-in agent as eval does: its replies are cut at --max-agent-tokens and marked."""
+    from personagraph import simulate
+    from personagraph.models.client import TRUNCATED_MARK, char_budget
+
+    (tmp_path / "huge_session_agent.py").write_text("def agent(messages):\n    return 'ha' * 200_000\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    summary = simulate(PERSONA, agent="huge_session_agent:agent", user_model="test:user", judges=["test:j1"],
+                       turns=2, max_agent_tokens=64, run_dir=tmp_path / "run")
+    db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
+    replies = [t for (t,) in db.execute("SELECT text FROM calls WHERE role='persona'")]
+    assert replies and all(r.endswith(TRUNCATED_MARK.strip()) and len(r) <= char_budget(64) + len(TRUNCATED_MARK)
+                           for r in replies)
+    assert summary.overall["turns_at_token_limit"] == summary.overall["agent_turns"] == 2
+
+
 # --- N-16: identical requests in flight at once are sent once -------------------------------------------------
 def test_n16_identical_judge_requests_of_samples_and_controls_are_sent_once(tmp_path: Path) -> None:
     import random
