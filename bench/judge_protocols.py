@@ -351,7 +351,8 @@ def main() -> None:
 
     best = max(protocols, key=mean_rho)
     spent = [s for (p, _), times in seconds.items() if p == best for s in times]
-    contradiction = np.nanmean([of(best, s, auc=True) for s in ("cb_bot", "cb_human")])
+    aucs = [a for a in (of(best, s, auc=True) for s in ("cb_bot", "cb_human")) if not np.isnan(a)]
+    contradiction = float(np.mean(aucs)) if aucs else float("nan")
     named = " ".join(f"{source} {of(best, source):.3f}"
                      for source in ("usr_knowledge", "usr_overall", "cb_bot", "cb_human", "cb_behavior"))
     print(f"best {kind} {best} {named} contradiction_auc {contradiction:.3f} rubric_dev_pairwise "
