@@ -113,7 +113,8 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
     the pairs scored concurrently (the engine batches them). An empty continuation has none.
 
     Raises:
-        LikelihoodError: the engine failed or its answer is not a score (one line).
+        LikelihoodError: the engine failed (after the retries of a transient fault) or its answer is not a
+            score (one line).
         EngineFailed: the engine cannot start.
     """
     name = name or scoring_model()
@@ -121,75 +122,93 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
         _scored.add(name)
     if name == TEST_LM:
         return [_test_logprobs(prefix, continuation) for prefix, continuation in pairs]
-    from personagraph.models.engine import engine_for
-
-    root = (await engine_for(name).base_url()).removesuffix("/v1")
-    return list(await asyncio.gather(*(_scored_pair(root, name, p, c) for p, c in pairs)))
-
-
-async def _scored_pair(root: str, name: str, prefix: str, continuation: str) -> np.ndarray:
-    key = (name, prefix, continuation)
+    found: dict[tuple[str, str], np.ndarray] = {}
     with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    tail = (await _tokenize(root, continuation))[:MAX_CONTINUATION]
+        for pair in pairs:
+            if (name, *pair) in _cache:
+                _cache.move_to_end((name, *pair))
+                found[pair] = _cache[(name, *pair)]
+    todo = [pair for pair in dict.fromkeys(pairs) if pair not in found]
+    if todo:  # each text tokenized once: a reply is scored after several prefixes
+        texts = list(dict.fromkeys(text for pair in todo for text in pair if text))
+        ids = dict(zip(texts, await asyncio.gather(*(_tokenize(name, t) for t in texts)), strict=True))
+        scored = await asyncio.gather(*(_forced_scores(name, ids.get(prefix, []), ids.get(reply, []))
+                                        for prefix, reply in todo))
+        with _lock:
+            for pair, values in zip(todo, scored, strict=True):
+                _cache[(name, *pair)] = values
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+        found.update(zip(todo, scored, strict=True))
+    return [found[pair] for pair in pairs]
+
+
+async def _forced_scores(name: str, head: list[int], tail: list[int]) -> np.ndarray:
+    """The forced log-probabilities of ``tail`` (its first :data:`MAX_CONTINUATION` tokens) after ``head``."""
+    tail = tail[:MAX_CONTINUATION]
     if not tail:
         return np.zeros(0)
-    head = await _tokenize(root, prefix)
     head = head[max(0, len(head) + len(tail) - MAX_TOKENS):]
     body = {
         "prompt": head, "n_predict": len(tail), "n_probs": 1, "post_sampling_probs": False,
         "grammar": "root ::= " + " ".join(f"<[{t}]>" for t in tail), "temperature": 0.0,
         "cache_prompt": True, "return_tokens": True,
     }
-    reply = await _post(root, "/completion", body)
-    values = _forced_logprobs(reply, tail)
+    values = _forced_logprobs(await _post(name, "/completion", body), tail)
     values.setflags(write=False)  # shared by every caller that asks again
-    with _lock:
-        _cache[key] = values
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
     return values
 
 
 def _forced_logprobs(reply: Any, tail: list[int]) -> np.ndarray:
-    """The log-probability of each forced token, read from the engine's reply (untrusted: every value is
-    checked to be the token asked for and a finite log-probability ≤ 0)."""
+    """The log-probability of each forced token, read from the engine's reply (untrusted: every entry is
+    checked to be the token asked for, every value to be a log-probability as the model layer checks one,
+    ``openai_http.log_probability``)."""
+    from personagraph.models.openai_http import log_probability
+
     try:
         entries = reply["completion_probabilities"]
         ids = [int(e["id"]) for e in entries]
-        values = np.array([float(e["logprob"]) for e in entries], dtype=np.float64)
+        raw = [e["logprob"] for e in entries]
     except (KeyError, TypeError, ValueError) as exc:
         raise LikelihoodError(f"the engine's reply holds no token log-probabilities ({exc!r:.80})") from None
     if ids != tail:
         raise LikelihoodError(f"the engine generated other tokens than the text scored ({len(ids)} of "
                               f"{len(tail)} tokens, first differing at {_first_difference(ids, tail)})")
-    if not np.all(np.isfinite(values)) or np.any(values > 1e-6):
-        raise LikelihoodError("the engine's log-probabilities are not finite numbers ≤ 0")
-    return np.minimum(values, 0.0)
+    try:
+        return np.array([log_probability(value) for value in raw], dtype=np.float64)
+    except ValueError:
+        raise LikelihoodError("the engine's log-probabilities are not finite numbers ≤ 0") from None
 
 
 def _first_difference(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-async def _tokenize(root: str, text: str) -> list[int]:
-    if not text:
-        return []
-    reply = await _post(root, "/tokenize", {"content": text, "add_special": False})
+async def _tokenize(name: str, text: str) -> list[int]:
+    reply = await _post(name, "/tokenize", {"content": text, "add_special": False})
     try:
-        tokens = [int(t) for t in reply["tokens"]]
+        return [int(t) for t in reply["tokens"]]
     except (KeyError, TypeError, ValueError):
         raise LikelihoodError("the engine's /tokenize reply holds no token ids") from None
-    return tokens
 
 
-async def _post(root: str, path: str, body: dict[str, Any]) -> Any:
+async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
+    """``body`` posted to ``path`` of the model's engine, a transient fault (a dropped connection, an engine
+    restarted on another port) retried as the model layer retries calls (:class:`RetryPolicy`)."""
+    from personagraph.models.engine import engine_for
     from personagraph.models.openai_http import PermanentModelError, post_json
-    from personagraph.models.retry import TransientModelError
+    from personagraph.models.retry import RetryPolicy, TransientModelError
 
-    try:
-        return await post_json(root + path, body, timeout_s=TIMEOUT_S)
-    except (TransientModelError, PermanentModelError) as exc:
-        raise LikelihoodError(f"scoring a text on the engine failed: {exc}") from None
+    policy = RetryPolicy()
+    for attempt in range(policy.attempts):
+        root = (await engine_for(name).base_url()).removesuffix("/v1")  # a restarted engine: its new port
+        try:
+            return await post_json(root + path, body, timeout_s=TIMEOUT_S)
+        except PermanentModelError as exc:
+            raise LikelihoodError(f"scoring a text on the engine failed: {exc}") from None
+        except TransientModelError as exc:
+            if attempt + 1 == policy.attempts:
+                message = f"scoring a text on the engine failed {policy.attempts} times: {exc}"
+                raise LikelihoodError(message) from None
+            await asyncio.sleep(policy.delay(attempt, exc.retry_after))
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -107,3 +107,37 @@ def test_an_engine_reply_that_is_not_a_score_of_the_text_is_refused(reply, messa
 def test_the_forced_log_probabilities_are_read_in_order() -> None:
     reply = {"completion_probabilities": [{"id": t, "logprob": -0.5 * i} for i, t in enumerate(TAIL)]}
     np.testing.assert_array_equal(likelihood._forced_logprobs(reply, TAIL), [0.0, -0.5, -1.0])
+
+
+async def test_a_transient_engine_fault_is_retried_on_the_engines_current_address(monkeypatch) -> None:
+    """A dropped connection (or an engine restarted on another port) is retried as the model layer retries
+    a call, each attempt at the address the engine has then; a permanent error is one line at once."""
+    from personagraph.models import engine, openai_http
+    from personagraph.models.retry import TransientModelError
+
+    ports = iter(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"])
+
+    class Restarted:
+        async def base_url(self) -> str:
+            return next(ports)
+
+    asked: list[str] = []
+
+    async def post(url: str, body: dict, *, timeout_s: float) -> dict:
+        asked.append(url)
+        if len(asked) == 1:
+            raise TransientModelError("ServerDisconnectedError")
+        return {"tokens": [11, 22]}
+
+    monkeypatch.setattr(engine, "engine_for", lambda name: Restarted())
+    monkeypatch.setattr(openai_http, "post_json", post)
+    assert await likelihood._tokenize(likelihood.PACKAGED_LM, "two tokens") == [11, 22]
+    assert asked == ["http://127.0.0.1:1/tokenize", "http://127.0.0.1:2/tokenize"]
+
+    async def refused(url: str, body: dict, *, timeout_s: float) -> dict:
+        raise openai_http.PermanentModelError("HTTP 400: grammar")
+
+    ports = iter(["http://127.0.0.1:3/v1"])
+    monkeypatch.setattr(openai_http, "post_json", refused)
+    with pytest.raises(likelihood.LikelihoodError, match="scoring a text on the engine failed: HTTP 400"):
+        await likelihood._tokenize(likelihood.PACKAGED_LM, "x")

@@ -54,8 +54,7 @@ def ready_protocol(name: str | None, judge: str) -> Protocol:
     a failure at the first verdict."""
     protocol = get_protocol(name, judge)
     if protocol.weighed:
-        evidence_model(load_rubric("persona_consistency"))  # a broken evidence.yaml: one line, now
-        require_features(evidence_features())
+        require_features(evidence_features())  # reads evidence.yaml: a broken one is one line, now
         prepare_features(evidence_features())  # the engine loads while the run's first stages work
     return protocol
 

@@ -65,14 +65,15 @@ def parse_logprobs(data: Any) -> list[TokenLogprobs] | None:
     tokens = []
     try:
         for entry in content:
-            top = tuple((str(alt["token"]), _logprob(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
-            tokens.append(TokenLogprobs(str(entry["token"]), _logprob(entry["logprob"]), top))
+            top = tuple((str(alt["token"]), log_probability(alt["logprob"]))
+                        for alt in entry.get("top_logprobs") or ())
+            tokens.append(TokenLogprobs(str(entry["token"]), log_probability(entry["logprob"]), top))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return tokens
 
 
-def _logprob(value: Any) -> float:
+def log_probability(value: Any) -> float:
     """A log-probability as a float, or ValueError when it cannot be one (not a finite number ≤ 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError("not a number")
@@ -152,8 +153,9 @@ def _message(payload: bytes) -> str:
     return text[:300]
 
 
-async def _post(url: str, session: Any, body: dict[str, Any], timeout_s: float | None) -> bytes:
-    """POSTs ``body`` as JSON and returns the reply's bytes.
+async def _post(url: str, session: Any, body: dict[str, Any],
+                timeout_s: float | None) -> tuple[int, bytes]:
+    """POSTs ``body`` as JSON and returns the reply's status and bytes.
 
     Raises:
         TransientModelError: 429 (with Retry-After), 408, 5xx, timeouts, dropped connections.
@@ -177,7 +179,7 @@ async def _post(url: str, session: Any, body: dict[str, Any], timeout_s: float |
         raise TransientModelError(f"server error (HTTP {status}): {_message(payload)}", retry_after=retry_after)
     if status >= 400:
         raise PermanentModelError(f"HTTP {status}: {_message(payload)}")
-    return payload
+    return status, payload
 
 
 async def post_json(url: str, body: dict[str, Any], *, timeout_s: float | None) -> Any:
@@ -189,7 +191,7 @@ async def post_json(url: str, body: dict[str, Any], *, timeout_s: float | None) 
     """
     root = url.split("/", 3)
     session = await _session("/".join(root[:3]), "")
-    payload = await _post(url, session, body, timeout_s)
+    _, payload = await _post(url, session, body, timeout_s)
     try:
         return _decode(payload)
     except ValueError as exc:
@@ -207,8 +209,7 @@ async def chat_completion(
         PermanentModelError: other HTTP errors (400, 401, 404, …).
     """
     session = await _session(base_url, api_key)
-    payload = await _post(base_url.rstrip("/") + "/chat/completions", session, body, timeout_s)
-    status = 200
+    status, payload = await _post(base_url.rstrip("/") + "/chat/completions", session, body, timeout_s)
     try:
         data = _decode(payload)
         choice = data["choices"][0]
