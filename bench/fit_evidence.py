@@ -47,12 +47,23 @@ from sklearn.linear_model import LogisticRegression
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import load_average, machine  # noqa: E402
-from personagraph.judges.features import BASELINES, LIKELIHOOD, Text, acompute  # noqa: E402
+from personagraph.judges.features import (  # noqa: E402
+    BASELINES,
+    LIKELIHOOD,
+    EngineReading,
+    Text,
+    _character_fit_messages,
+    compute,
+    engine_readings,
+)
 from personagraph.judges.meta_eval import CriterionCatalogue, MetaItem, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EVIDENCE_FILE  # noqa: E402
 from personagraph.judges.stats import Estimate, bootstrap_ci, spearman, spearman_difference  # noqa: E402
 from personagraph.judges.validity import roc_auc  # noqa: E402
-from personagraph.likelihood import scoring_model  # noqa: E402
+from personagraph.likelihood import (
+    scoring_model,  # noqa: E402
+    yes_probability,  # noqa: E402
+)
 from personagraph.models.openai_http import close_sessions  # noqa: E402
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "judge-dev"
@@ -104,29 +115,46 @@ def load(dev: Path) -> list[Reply]:
 
 
 async def features(replies: list[Reply], names: tuple[str, ...], cache: Path) -> dict[str, np.ndarray]:
-    """Every named feature of every reply, from the cache where computed before."""
+    """Every named feature of every reply, from the cache where computed before. The cache keeps what the
+    engine read of each response (``features.EngineReading``: token log-probabilities and the
+    character-fit answer), not the features read from it, so a new reading of them computes nothing."""
     cache.mkdir(parents=True, exist_ok=True)
-    store = cache / f"features-{scoring_model()}.jsonl"
-    known: dict[str, dict[str, float]] = {}
+    store = cache / f"logprobs-{scoring_model()}.jsonl"
+    known: dict[str, dict[str, Any]] = {}
     if store.is_file():
         for line in store.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
-            known.setdefault(row["key"], {}).update(row["values"])
+            entry = known.setdefault(row["key"], {})
+            entry.update(row.get("values", {}))
+            if "logprobs" in row:
+                entry["logprobs"] = [np.array(v) for v in row["logprobs"]]
+            if "character_fit" in row:
+                entry["character_fit"] = row["character_fit"]
     texts = [Text(persona=r.item.persona, question=question_text(r.item), response=r.item.response)
              for r in replies]
     keys = [hashlib.sha256(json.dumps([t.persona, t.question, t.response]).encode()).hexdigest()
             for t in texts]
-    todo = [k for k, key in enumerate(keys) if any(n not in known.get(key, {}) for n in names)]
+    local = tuple(n for n in names if n not in LIKELIHOOD)
+    engine = len(local) < len(names)
+    todo = [k for k, key in enumerate(keys)
+            if any(n not in known.get(key, {}) for n in local)
+            or (engine and not {"logprobs", "character_fit"} <= known.get(key, {}).keys())]
     started, batch = time.perf_counter(), 8
     try:
         for first in range(0, len(todo), batch):
             chunk = todo[first:first + batch]
-            values = await acompute(names, [texts[k] for k in chunk])
+            values = await asyncio.to_thread(compute, local, [texts[k] for k in chunk])
+            rows = [{"key": keys[k], "values": {n: values[n][j] for n in local}} for j, k in enumerate(chunk)]
+            if engine:
+                await _engine_rows([texts[k] for k in chunk], [known.get(keys[k], {}) for k in chunk], rows)
             with store.open("a", encoding="utf-8") as out:
-                for j, k in enumerate(chunk):
-                    row = {n: values[n][j] for n in names}
-                    known.setdefault(keys[k], {}).update(row)
-                    out.write(json.dumps({"key": keys[k], "values": row}) + "\n")
+                for row in rows:
+                    entry = known.setdefault(row["key"], {})
+                    entry.update(row["values"])
+                    entry.update({n: row[n] for n in ("character_fit",) if n in row})
+                    if "logprobs" in row:
+                        entry["logprobs"] = [np.array(v) for v in row["logprobs"]]
+                    out.write(json.dumps(row) + "\n")
             spent = time.perf_counter() - started
             print(f"  features: {first + len(chunk)}/{len(todo)} replies, {spent:.0f} s", flush=True)
     finally:
@@ -134,8 +162,26 @@ async def features(replies: list[Reply], names: tuple[str, ...], cache: Path) ->
     if todo:
         each = (time.perf_counter() - started) / len(todo)
         print(f"features of {len(todo)} replies computed: {each:.1f} s per reply "
-              f"({', '.join(n for n in names if n in LIKELIHOOD) or 'no likelihood'})", flush=True)
-    return {n: np.array([known[key][n] for key in keys]) for n in names}
+              f"({'with' if engine else 'without'} the engine's readings)", flush=True)
+    readings = {key: EngineReading(*known[key]["logprobs"], known[key]["character_fit"])
+                for key in keys if engine}
+    return {n: np.array([LIKELIHOOD[n](readings[key]) if n in LIKELIHOOD else known[key][n]
+                         for key in keys]) for n in names}
+
+
+async def _engine_rows(texts: list[Text], known: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """What the engine reads of each text, into its cache row: all of it, or the character-fit answer
+    alone where the log-probabilities are cached."""
+    full = [j for j, entry in enumerate(known) if "logprobs" not in entry]
+    fit_only = [j for j, entry in enumerate(known) if "logprobs" in entry and "character_fit" not in entry]
+    readings = await engine_readings([texts[j] for j in full])
+    for j, reading in zip(full, readings, strict=True):
+        arrays = (reading.with_persona, reading.with_dialogue, reading.alone)
+        rows[j]["logprobs"] = [v.tolist() for v in arrays]
+        rows[j]["character_fit"] = reading.character_fit
+    fits = await asyncio.gather(*(yes_probability(_character_fit_messages(texts[j])) for j in fit_only))
+    for j, fit in zip(fit_only, fits, strict=True):
+        rows[j]["character_fit"] = fit
 
 
 def fit(x: np.ndarray, share: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray, LogisticRegression]:

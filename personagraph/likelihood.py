@@ -159,6 +159,44 @@ async def _forced_scores(name: str, head: list[int], tail: list[int]) -> np.ndar
     return values
 
 
+YES_NO_ALTERNATIVES = 10  # first-token alternatives read for Yes and No
+
+
+async def yes_probability(messages: list[dict[str, str]], name: str | None = None) -> float:
+    """P(Yes) / (P(Yes) + P(No)) of the first token the model (default: :func:`scoring_model`) answers
+    ``messages`` with (chat template, greedy), read from its ``YES_NO_ALTERNATIVES`` most likely tokens;
+    0.5 when neither is among them. The test scorer answers 0.5.
+
+    Raises:
+        LikelihoodError: as :func:`continuation_logprobs`.
+        EngineFailed: the engine cannot start.
+    """
+    name = name or scoring_model()
+    with _lock:
+        _scored.add(name)
+    if name == TEST_LM:
+        return 0.5
+    body = {"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
+            "top_logprobs": YES_NO_ALTERNATIVES, "cache_prompt": True}
+    return _yes_share(await _post(name, "/v1/chat/completions", body))
+
+
+def _yes_share(reply: Any) -> float:
+    """P(Yes) against P(No) among the first token's alternatives in an engine's chat reply (untrusted:
+    every value checked as a log-probability)."""
+    from personagraph.models.openai_http import log_probability
+
+    try:
+        top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        pairs = [(str(t["token"]).strip().lower(), log_probability(t["logprob"])) for t in top]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        message = f"the engine's reply holds no first-token log-probabilities ({exc!r:.80})"
+        raise LikelihoodError(message) from None
+    yes = sum(np.exp(lp) for token, lp in pairs if token == "yes")
+    no = sum(np.exp(lp) for token, lp in pairs if token == "no")
+    return float(yes / (yes + no)) if yes + no > 0 else 0.5
+
+
 def _forced_logprobs(reply: Any, tail: list[int]) -> np.ndarray:
     """The log-probability of each forced token, read from the engine's reply (untrusted: every entry is
     checked to be the token asked for, every value to be a log-probability as the model layer checks one,

@@ -104,6 +104,28 @@ def test_an_engine_reply_that_is_not_a_score_of_the_text_is_refused(reply, messa
         likelihood._forced_logprobs(reply, TAIL)
 
 
+def _chat(top):
+    return {"choices": [{"logprobs": {"content": [{"top_logprobs": top}]}}]}
+
+
+@pytest.mark.parametrize(("top", "share"), [
+    ([{"token": "Yes", "logprob": np.log(0.6)}, {"token": " no", "logprob": np.log(0.2)}], 0.75),
+    ([{"token": "Maybe", "logprob": -0.1}], 0.5),  # neither answer among the alternatives
+    ([{"token": "YES", "logprob": 0.0}, {"token": "No", "logprob": -50.0}], 1.0),
+])
+def test_the_yes_share_is_read_from_the_first_tokens_alternatives(top, share) -> None:
+    assert likelihood._yes_share(_chat(top)) == pytest.approx(share)
+
+
+@pytest.mark.parametrize("reply", [
+    {"choices": []}, _chat([{"token": "Yes", "logprob": 0.3}]), _chat([{"token": "Yes"}]),
+    _chat([{"token": "Yes", "logprob": float("inf")}]), {"error": "x"}, None,
+])
+def test_a_yes_no_reply_that_holds_no_log_probabilities_is_refused(reply) -> None:
+    with pytest.raises(likelihood.LikelihoodError, match="no first-token log-probabilities"):
+        likelihood._yes_share(reply)
+
+
 def test_the_forced_log_probabilities_are_read_in_order() -> None:
     reply = {"completion_probabilities": [{"id": t, "logprob": -0.5 * i} for i, t in enumerate(TAIL)]}
     np.testing.assert_array_equal(likelihood._forced_logprobs(reply, TAIL), [0.0, -0.5, -1.0])

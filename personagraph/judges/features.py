@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from personagraph.judges.protocols import persona_facts
+from personagraph.judges.protocols import DIALOGUE_LINES, persona_facts
 
 _WORD = re.compile(r"[a-z]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -188,11 +188,6 @@ def _max_cosines(name: str, texts: Sequence[Text], vectors: dict[str, np.ndarray
 
 
 # --- likelihood features: how the packaged LM's log-likelihood of the response moves (likelihood.py) ---
-DIALOGUE_LINES = 8
-"""Lines of a dialogue the likelihood features read, the last ones: the reply answers them, and a long
-role-play (CharacterBench runs to 16k characters) would otherwise crowd the persona out of the context."""
-
-
 def _dialogue_and_responder(t: Text) -> tuple[str, str]:
     """The question's last :data:`DIALOGUE_LINES` dialogue lines and the name the response is said under:
     the other speaker of a ``Speaker: text`` dialogue, ``Answer`` after a plain question (``Question: …``)."""
@@ -211,18 +206,48 @@ def _likelihood_prompts(t: Text) -> tuple[str, str, str]:
             f"{responder}:")
 
 
-async def _log_likelihoods(texts: Sequence[Text]) -> list[tuple[float, float, float]]:
-    """Per text, the response's summed log-likelihood after each prefix of :func:`_likelihood_prompts`."""
-    from personagraph.likelihood import continuation_logprobs  # the engine: only when the feature is computed
+@dataclass(frozen=True)
+class EngineReading:
+    """What the embedded model's engine reads of one response: per token of the response, its
+    log-probability (nats) after each prefix of :func:`_likelihood_prompts` (the same tokens three times,
+    so the arrays align token by token), and its answer to :func:`_character_fit_messages`."""
+
+    with_persona: np.ndarray
+    with_dialogue: np.ndarray
+    alone: np.ndarray
+    character_fit: float
+
+
+PROFILE_CHARS = 6000  # of a persona the character-fit question shows: its prompt stays within a slot
+
+
+def _character_fit_messages(t: Text) -> list[dict[str, str]]:
+    """The question whether the character the persona describes could say the response
+    (``prompts/character_fit.yaml``)."""
+    from personagraph.prompts import load_prompt
+
+    _, responder = _dialogue_and_responder(t)
+    return load_prompt("character_fit").messages(name=responder, persona=t.persona[:PROFILE_CHARS],
+                                                 asked=last_turn(t.question), answer=t.response.strip())
+
+
+async def engine_readings(texts: Sequence[Text]) -> list[EngineReading]:
+    """Per text, the embedded model's :class:`EngineReading`, its calls concurrent (the engine batches
+    them)."""
+    from personagraph.likelihood import continuation_logprobs, yes_probability  # the engine, when needed
 
     pairs = [(prefix, f" {t.response.strip()}") for t in texts for prefix in _likelihood_prompts(t)]
-    sums = [float(v.sum()) for v in await continuation_logprobs(pairs)]
-    return [(sums[i], sums[i + 1], sums[i + 2]) for i in range(0, len(sums), 3)]
+    values, fits = await asyncio.gather(continuation_logprobs(pairs), asyncio.gather(
+        *(yes_probability(_character_fit_messages(t)) for t in texts)))
+    return [EngineReading(*values[3 * i:3 * i + 3], character_fit=fits[i]) for i in range(len(texts))]
 
 
-LIKELIHOOD: dict[str, Callable[[tuple[float, float, float]], float]] = {
-    "persona_pmi": lambda lp: lp[0] - lp[1],
-    "dialogue_pmi": lambda lp: lp[1] - lp[2],
+LIKELIHOOD: dict[str, Callable[[EngineReading], float]] = {
+    "persona_pmi": lambda lp: float(lp.with_persona.sum() - lp.with_dialogue.sum()),
+    "dialogue_pmi": lambda lp: float(lp.with_dialogue.sum() - lp.alone.sum()),
+    "response_loglik": lambda lp: float(lp.with_persona.mean()) if lp.with_persona.size else 0.0,
+    "persona_gain": lambda lp: float(np.maximum(lp.with_persona - lp.with_dialogue, 0).sum()),
+    "character_fit": lambda lp: lp.character_fit,
 }
 """What knowing the persona (``persona_pmi``: log P(response | persona, dialogue) − log P(response |
 dialogue)) and the dialogue (``dialogue_pmi``: log P(response | dialogue) − log P(response)) add to the
@@ -283,6 +308,6 @@ async def acompute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, lis
     local = [n for n in names if n not in LIKELIHOOD]
     values = await asyncio.to_thread(compute, local, texts) if local else {}
     if len(local) < len(names):
-        likelihoods = await _log_likelihoods(texts)
+        likelihoods = await engine_readings(texts)
         values.update({n: [LIKELIHOOD[n](lp) for lp in likelihoods] for n in names if n in LIKELIHOOD})
     return {name: values[name] for name in names}

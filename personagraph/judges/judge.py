@@ -29,6 +29,7 @@ from personagraph.judges.protocols import (
     grounding_model,
     persona_facts,
     persona_text,
+    recent_dialogue,
     score_schema,
     stated_good,
     text_checks,
@@ -149,6 +150,8 @@ async def _read_judge(
         protocol = get_protocol("facts", client.name)
     if not protocol.exemplars:
         examples = None  # judged as the protocol was measured (see protocols.PROTOCOLS)
+    if protocol.dialogue_lines and question:
+        question = recent_dialogue(question, protocol.dialogue_lines)
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),

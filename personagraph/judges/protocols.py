@@ -49,6 +49,18 @@ ReplyKind = Literal["rationale", "score", "checklist"]
 EVIDENCE_FILE = "judges/evidence.yaml"
 
 
+DIALOGUE_LINES = 8
+"""Lines of a dialogue the embedded judge and its text features read, the last ones: the response answers
+them, and a long role-play (CharacterBench runs to 16k characters) would otherwise crowd the persona out
+of a small model's context and cost its prompt time."""
+
+
+def recent_dialogue(question: str, lines: int = DIALOGUE_LINES) -> str:
+    """The question's last ``lines`` non-empty lines, after a "…" line where earlier ones are left out."""
+    kept = [line for line in question.splitlines() if line.strip()]
+    return question if len(kept) <= lines else "\n".join(["…", *kept[-lines:]])
+
+
 @dataclass(frozen=True)
 class Protocol:
     """One way of asking a judge: the prompt, what the reply holds, whether the persona is numbered."""
@@ -60,13 +72,15 @@ class Protocol:
     description: str
     exemplars: bool  # whether the judge reads PersonaGym's exemplars (see PROTOCOLS)
     weighed: bool = False  # the checklist's answers and text evidence combined by judges/evidence.yaml
+    dialogue_lines: int | None = None  # of a long dialogue, the last lines the judge reads (None: all)
 
     @property
     def version(self) -> str:
         """Identifies what the judge is asked and how its reply is scored (hashed into verdict ids and run
         metadata): the prompt, the checklists and, for ``evidence``, the fitted weights."""
         extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
-        extra += f"-{data_hash(EVIDENCE_FILE)}" if self.weighed else ""
+        extra += f"-{data_hash(EVIDENCE_FILE)}-{load_prompt('character_fit').version}" if self.weighed else ""
+        extra += f"-last{self.dialogue_lines}" if self.dialogue_lines else ""
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
 
@@ -87,7 +101,7 @@ PROTOCOLS: dict[str, Protocol] = {
                  exemplars=False),
         Protocol("evidence", "judge_checklist", "checklist", True,
                  "the checklist's answers and text evidence weighed by a model fitted on graded ratings",
-                 exemplars=False, weighed=True),
+                 exemplars=False, weighed=True, dialogue_lines=DIALOGUE_LINES),
     )
 }
 # How a judge is asked when no protocol is named. A judge that is a model the user chose (``openai:``) is

@@ -81,26 +81,39 @@ def test_a_fact_stated_in_one_sentence_is_not_diluted_by_the_others() -> None:
 
 def test_likelihood_features_score_the_reply_after_persona_dialogue_and_nothing(monkeypatch) -> None:
     """persona_pmi and dialogue_pmi are differences of the reply's log-likelihood after three prefixes,
-    said under the responder's name (the other speaker; "Answer" after a plain question)."""
+    said under the responder's name (the other speaker; "Answer" after a plain question); character_fit
+    is the model's P(Yes) to whether the character could say the reply, asked about the line it answers."""
     import personagraph.likelihood as likelihood
 
     seen: list[tuple[str, str]] = []
+    asked: list[str] = []
+
+    async def fit(messages):
+        asked.append(messages[-1]["content"])
+        return 0.25 if 'answered: "hiking' in asked[-1] else 0.75
 
     async def fake(pairs):  # log-likelihood −1 per prefix line not read: more context, likelier reply
         seen.extend(pairs)
         return [np.array([-10.0 + prefix.count("\n"), -1.0]) for prefix, _ in pairs]
 
     monkeypatch.setattr(likelihood, "continuation_logprobs", fake)
+    monkeypatch.setattr(likelihood, "yes_probability", fit)
     dialogue = Text(PERSONA, DIALOGUE, "my lab trooper loves it too")
     plain = Text(PERSONA, "What do you do on weekends?", "hiking with trooper")
-    values = asyncio.run(acompute(("persona_pmi", "dialogue_pmi"), [dialogue, plain]))
+    values = asyncio.run(acompute(("persona_pmi", "dialogue_pmi", "character_fit", "response_loglik"),
+                                  [dialogue, plain]))
     question = "Question: What do you do on weekends?"
     assert [p for p, _ in seen[:3]] == [f"Persona of User2: {PERSONA}\n\n{DIALOGUE}\nUser2:",
                                         f"{DIALOGUE}\nUser2:", "User2:"]
     assert [p for p, _ in seen[3:]] == [f"Persona of Answer: {PERSONA}\n\n{question}\nAnswer:",
                                         f"{question}\nAnswer:", "Answer:"]
     assert {c for _, c in seen} == {" my lab trooper loves it too", " hiking with trooper"}
-    assert values == {"persona_pmi": [2.0, 2.0], "dialogue_pmi": [3.0, 1.0]}
+    assert values == {"persona_pmi": [2.0, 2.0], "dialogue_pmi": [3.0, 1.0], "character_fit": [0.75, 0.25],
+                      "response_loglik": [-3.0, -4.0]}
+    last_line = DIALOGUE.splitlines()[-1].split(": ", 1)[1]
+    assert f'Profile of User2: {PERSONA}' in asked[0] and f'said to User2: "{last_line}"' in asked[0]
+    assert 'User2 answered: "my lab trooper loves it too"' in asked[0]
+    assert 'said to Answer: "What do you do on weekends?"' in asked[1]
 
 
 @pytest.mark.embedded
@@ -109,6 +122,14 @@ async def test_persona_pmi_is_higher_for_a_reply_that_uses_the_persona() -> None
     generic = Text(PERSONA, DIALOGUE, "that is nice . what else do you like ?")
     knowing, ignoring = (await acompute(("persona_pmi",), [uses, generic]))["persona_pmi"]
     assert knowing > ignoring + 2
+
+
+@pytest.mark.embedded
+async def test_character_fit_is_lower_for_a_reply_that_contradicts_the_persona() -> None:
+    fits = Text(PERSONA, DIALOGUE, "me too ! i take my black lab trooper hiking every spring")
+    contradicts = Text(PERSONA, DIALOGUE, "i have never owned a dog and i hate hiking")
+    fit, contradiction = (await acompute(("character_fit",), [fits, contradicts]))["character_fit"]
+    assert 0 <= contradiction < fit <= 1
 
 
 def test_every_baseline_is_computed_in_order() -> None:

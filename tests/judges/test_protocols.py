@@ -20,6 +20,7 @@ from personagraph.judges.features import Text, acompute, knowledge_stems
 from personagraph.judges.judge import score_response
 from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.judges.protocols import (
+    DIALOGUE_LINES,
     PROTOCOLS,
     Check,
     EvidenceModel,
@@ -32,6 +33,7 @@ from personagraph.judges.protocols import (
     fence,
     get_protocol,
     persona_facts,
+    recent_dialogue,
 )
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
@@ -499,3 +501,21 @@ def test_an_eval_whose_judges_are_all_api_models_loads_no_local_model(tmp_path) 
                           text=True, env=env, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "0 [] [] []"
+
+
+async def test_the_embedded_judge_reads_the_last_lines_of_a_long_dialogue() -> None:
+    """Under ``evidence`` the judge reads the dialogue's last DIALOGUE_LINES lines (what the features
+    read); a protocol for a judge the user chose reads it whole."""
+    assert recent_dialogue("a\nb", 8) == "a\nb"
+    assert recent_dialogue("\n".join(f"User{i % 2 + 1}: line {i}" for i in range(12)), 3) == \
+        "…\nUser2: line 9\nUser1: line 10\nUser2: line 11"
+    dialogue = "\n".join(f"User{i % 2 + 1}: line {i}" for i in range(DIALOGUE_LINES + 4))
+    judge = ModelClient.create("test:action-checks-good", "judge")
+    rubric = load_rubric("expected_action")
+    ACTION_PROMPTS.clear()
+    for protocol in ("evidence", "checklist"):
+        await score_response(judge, rubric, persona="I ride.", question=dialogue, response="I'd ride.",
+                             protocol=protocol)
+    evidence, checklist_prompt = ACTION_PROMPTS
+    assert "User1: line 0\n" in checklist_prompt and "User1: line 0\n" not in evidence
+    assert "…\nUser1: line 4\n" in evidence and f"line {DIALOGUE_LINES + 3}" in evidence
