@@ -74,10 +74,17 @@ CB_FILES = ("characterbench_attribute_consistency_bot.jsonl",
 TEXT = ("knowledge_stems", "sentence_fact_similarity", "repetition")
 # Every input set tried, in the order they were tried; CHOSEN is the one written. The history of the
 # choice is on docs/benchmarks.md#fitting-the-evidence-model.
+LIKELIHOODS = ("persona_pmi", "dialogue_pmi")
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "text": TEXT,
-    "text + likelihood": (*TEXT, "persona_pmi", "dialogue_pmi"),
+    "text + likelihood": (*TEXT, *LIKELIHOODS),
     "text + persona likelihood": (*TEXT, "persona_pmi"),
+    "text + likelihood + character fit": (*TEXT, *LIKELIHOODS, "character_fit"),
+    "text + likelihood + character fit + mean log-likelihood": (*TEXT, *LIKELIHOODS, "character_fit",
+                                                                "response_loglik"),
+    "text + persona gain + character fit": (*TEXT, "persona_gain", "dialogue_pmi", "character_fit"),
+    "likelihood + character fit": (*LIKELIHOODS, "character_fit"),
+    "character fit": ("character_fit",),
 }
 CHOSEN = "text + likelihood"
 # The grounding model (judges/evidence.yaml `grounding`; judges/protocols.grounding_model): P(the reply draws

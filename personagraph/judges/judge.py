@@ -209,12 +209,17 @@ async def _features(model: EvidenceModel, text: Text) -> dict[str, float]:
 
 
 async def _read_text_checks(checks: tuple[Check, ...], text: Text) -> list[tuple[Check, float]]:
-    """Each ``answer: text`` check with its P(good): the grounding model's share for the response."""
-    model = grounding_model()
-    if not checks or model is None:
+    """Each check read from the response with its P(good): the grounding model's share for an ``answer:
+    text`` check, the embedded model's character-fit answer for an ``answer: fit`` one."""
+    if not checks:
         return []
-    share = model.share(await _features(model, text))
-    return [(check, share) for check in checks]
+    model = grounding_model()
+    names = {"character_fit"} if any(c.answer == "fit" for c in checks) else set()
+    if model is not None and any(c.answer == "text" for c in checks):
+        names |= set(model.features)
+    values = {name: column[0] for name, column in (await acompute(sorted(names), [text])).items()}
+    grounded = model.share(values) if model is not None and names != {"character_fit"} else None
+    return [(check, values["character_fit"] if check.answer == "fit" else grounded) for check in checks]
 
 
 def _weigh(

@@ -187,21 +187,25 @@ class Check(BaseModel):
     makes a small judge look the facts up, where a yes/no question lets it answer by habit (the persona-
     swap dev set: bench/judge_protocols.py). ``answer`` "text": never asked; under ``evidence`` its P(good)
     is the grounding model's reading of the response text (:func:`grounding_model`), under ``checklist``
-    the check is left out. A ``gate`` is not weighed in: a bad answer to it takes the score to the
-    rubric's minimum (an AI disclosure is no persona answer however well it reads).
+    the check is left out. ``answer`` "fit": never asked either; under ``evidence`` its P(good) is the
+    embedded model's P(Yes) that the character the persona describes could say the response
+    (``features.character_fit``, ``prompts/character_fit.yaml``). A ``gate`` is not weighed in: a bad
+    answer to it takes the score to the rubric's minimum (an AI disclosure is no persona answer however
+    well it reads).
     """
 
     model_config = ConfigDict(frozen=True)  # hashable: the reply schema is cached per checklist
 
     question: str
     name: str = ""  # how judges/evidence.yaml names this check's P(good) ("check:<name>")
-    answer: Literal["yes_no", "fact", "text"] = "yes_no"
+    answer: Literal["yes_no", "fact", "text", "fit"] = "yes_no"
     good: Literal["yes", "no"] = "yes"
     weight: float = Field(1.0, gt=0)
     gate: bool = False
 
 
 CHECKLISTS_FILE = "judges/checklists.yaml"
+READ_ANSWERS = ("text", "fit")  # checks read from the response by the evidence protocol, never asked
 
 
 @lru_cache(maxsize=1)
@@ -214,9 +218,9 @@ def _checklists() -> dict[str, tuple[Check, ...]]:
         except (ValidationError, TypeError) as exc:
             message = f"personagraph/{CHECKLISTS_FILE}: {task}: {exc}".splitlines()[0]
             raise PersonagraphError(message) from None
-        if any(c.answer == "text" and (c.gate or not c.name) for c in out[str(task)]):
-            raise PersonagraphError(f"personagraph/{CHECKLISTS_FILE}: {task}: a check read from the text "
-                                    "(answer: text) needs a name and cannot be a gate")
+        if any(c.answer in READ_ANSWERS and (c.gate or not c.name) for c in out[str(task)]):
+            raise PersonagraphError(f"personagraph/{CHECKLISTS_FILE}: {task}: a check read, not asked "
+                                    "(answer: text or fit), needs a name and cannot be a gate")
     return out
 
 
@@ -416,11 +420,11 @@ def grounding_model() -> EvidenceModel | None:
 
 
 def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
-    """The questions the judge is asked: the rubric's checklist (never its ``answer: text`` checks), but
+    """The questions the judge is asked: the rubric's checklist (never its ``text`` or ``fit`` checks), but
     under a weighed protocol with a fitted model only the checks the model reads and the gates. Asking
     the others would change no score and cost generated tokens and seconds per verdict (the fitted
     Persona Consistency model reads no check: its call asks the disclosure gate alone)."""
-    asked = tuple(c for c in checklist(rubric) if c.answer != "text")
+    asked = tuple(c for c in checklist(rubric) if c.answer not in READ_ANSWERS)
     checks = asked if protocol.reply == "checklist" else ()
     model = evidence_model(rubric) if protocol.weighed else None
     if model is None:
@@ -430,11 +434,13 @@ def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
 
 
 def text_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
-    """The checks read from the text (``answer: text``) that score the rubric: under a weighed protocol,
-    for a rubric scored by its checklist rule (no fitted model), when the grounding model is packaged."""
-    if not protocol.weighed or evidence_model(rubric) is not None or grounding_model() is None:
+    """The checks read from the response (``answer: text`` or ``fit``) that score the rubric: under a
+    weighed protocol, for a rubric scored by its checklist rule (no fitted model); ``text`` checks when the
+    grounding model is packaged."""
+    if not protocol.weighed or evidence_model(rubric) is not None:
         return ()
-    return tuple(c for c in checklist(rubric) if c.answer == "text")
+    readable = ("fit", "text") if grounding_model() is not None else ("fit",)
+    return tuple(c for c in checklist(rubric) if c.answer in readable)
 
 
 def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -> dict[str, float | None]:

@@ -356,7 +356,7 @@ def test_a_fitted_models_gates_read_as_the_judges_decision() -> None:
 def test_a_broken_evidence_file_stops_an_evidence_run_before_it_judges(monkeypatch) -> None:
     data = {"models": {"Persona Consistency": {"inputs": ["x"], "mean": [], "scale": [], "weights": [],
                                                "intercept": 0.0}}}
-    with _reading(monkeypatch, data, protocols_module._evidence_models):
+    with _reading(monkeypatch, data, protocols_module._evidence_models, protocols_module.grounding_model):
         with pytest.raises(PersonagraphError, match="evidence.yaml: Persona Consistency"):
             judge_module.ready_protocol("evidence", "local:qwen2.5-coder-1.5b")
         assert judge_module.ready_protocol("rationale", "local:qwen2.5-coder-1.5b").name == "rationale"
@@ -461,11 +461,15 @@ def test_the_grounding_model_is_no_rubric_model(monkeypatch: pytest.MonkeyPatch)
         assert evidence_model(rubric) is None  # a rubric named "grounding" gets no fitted model from it
 
 
-def test_a_check_read_from_the_text_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    check = {"question": "grounded?", "name": "grounding", "answer": "text", "gate": True}
+@pytest.mark.parametrize("check", [
+    {"question": "grounded?", "name": "grounding", "answer": "text", "gate": True},
+    {"question": "could they say it?", "name": "fit", "answer": "fit", "gate": True},
+    {"question": "could they say it?", "answer": "fit"},
+])
+def test_a_check_read_from_the_response_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch, check) -> None:
     data = {"Expected Action": [check]}
     with _reading(monkeypatch, data, protocols_module._checklists):
-        with pytest.raises(PersonagraphError, match="Expected Action: a check read from the text"):
+        with pytest.raises(PersonagraphError, match="Expected Action: a check read, not asked .* needs a name"):
             checklist(load_rubric("expected_action"))
 
 
