@@ -72,8 +72,8 @@ CACHE = Path.home() / ".cache" / "personagraph" / "bench-evidence"
 CB_FILES = ("characterbench_attribute_consistency_bot.jsonl",
             "characterbench_attribute_consistency_human.jsonl")
 TEXT = ("knowledge_stems", "sentence_fact_similarity", "repetition")
-# Every input set tried, in the order they were tried; CHOSEN is the one written. The history of the
-# choice is on docs/benchmarks.md#fitting-the-evidence-model.
+# Every input set tried, in the order they were tried. The one written is chosen by rule (:func:`choose`):
+# the highest mean cross-source ρ. The choice's history: docs/benchmarks.md#fitting-the-evidence-model.
 LIKELIHOODS = ("persona_pmi", "dialogue_pmi")
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "text": TEXT,
@@ -86,7 +86,6 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "likelihood + character fit": (*LIKELIHOODS, "character_fit"),
     "character fit": ("character_fit",),
 }
-CHOSEN = "text + likelihood"
 # The grounding model (judges/evidence.yaml `grounding`; judges/protocols.grounding_model): P(the reply draws
 # on the persona's facts) from text alone, for the rubrics without a fitted model (their `answer: text`
 # checks). Target: the Uses Knowledge rating alone, the question those checks ask.
@@ -273,6 +272,28 @@ def file_figures(pred: np.ndarray, replies: list[Reply], columns: dict[str, np.n
     return out
 
 
+def ratings_rho(predictions: list[np.ndarray], replies: list[Reply]) -> dict[str, float]:
+    """Mean Spearman ρ over ``predictions`` per rating: USR knowledge and overall, each CharacterBench
+    file."""
+    out: dict[str, float] = {}
+    for source in sorted({r.source for r in replies}, key=lambda s: (s != "usr", s)):
+        rows = np.array([k for k, r in enumerate(replies) if r.source == source])
+        ratings = {"usr_overall": [replies[k].human for k in rows]} if source == "usr" else {
+            source: [replies[k].human for k in rows]}
+        if source == "usr":
+            ratings = {"usr_knowledge": [replies[k].knowledge for k in rows], **ratings}
+        for name, human in ratings.items():
+            out[name] = float(np.mean([spearman(p[rows], np.array(human)) for p in predictions]))
+    return out
+
+
+def choose(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    """The input set with the highest mean cross-source ρ (within-source when there is one source): a set
+    that does not carry from one source to the other is not chosen, however well it fits each."""
+    kind = "cross" if all("cross" in figures for figures in results.values()) else "within"
+    return max(results, key=lambda label: float(np.mean(list(results[label][kind].values()))))
+
+
 def _entry(inputs: tuple[str, ...], columns: dict[str, np.ndarray], share: np.ndarray, c: float,
            fitted_on: str) -> dict[str, Any]:
     """A model fitted on every reply, as judges/evidence.yaml holds it."""
@@ -310,30 +331,34 @@ def main() -> None:
         for line in file_figures(columns[name], replies, columns, args.seed):
             auc = ", AUC" + line.split(", AUC")[1] if ", AUC" in line else ""
             print(f"  {name:22} {line.split(' − ')[0]}{auc}")
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, dict[str, float]]] = {}
     for label, inputs in CANDIDATES.items():
         x = np.column_stack([columns[n] for n in inputs])
-        print(f"\n{label}{' (chosen)' if label == CHOSEN else ''}: {', '.join(inputs)}")
+        print(f"\n{label}: {', '.join(inputs)}")
+        results[label] = {}
         if not usr.all():
             cross = cross_source(x, share, usr, args.c)
             print("  cross-source (fitted on the other source):")
             for line in file_figures(cross, replies, columns, args.seed):
                 print(f"    {line}")
+            results[label]["cross"] = ratings_rho([cross], replies)
         within = cross_validate(x, share, groups, args.c, args.repeats, args.seed)
         print(f"  within (5-fold CV by context / character, {args.repeats} repeats; the first):")
         for line in file_figures(within[0], replies, columns, args.seed):
             print(f"    {line}")
-        knowledge = np.array([r.knowledge for r in replies if r.source == "usr"])
-        overall = np.array([r.human for r in replies if r.source == "usr"])
-        results[label] = {"usr_knowledge": float(np.mean([spearman(p[usr], knowledge) for p in within])),
-                          "usr_overall": float(np.mean([spearman(p[usr], overall) for p in within]))}
+        results[label]["within"] = ratings_rho(within, replies)
+    chosen = choose(results)
+    print(f"\nmean ρ over {', '.join(next(iter(results.values()))['within'])} (chosen: the highest "
+          f"{'cross-source' if 'cross' in results[chosen] else 'within'} mean):")
+    for label, figures in results.items():
+        print(f"  {'*' if label == chosen else ' '} {label:58} " + "  ".join(
+            f"{kind} {np.mean(list(rhos.values())):+.3f}" for kind, rhos in figures.items()))
     print(f"\nload average at end {load_average()}")
-    entry = _entry(CANDIDATES[CHOSEN], columns, share, args.c,
+    within = results[chosen]["within"]
+    entry = _entry(CANDIDATES[chosen], columns, share, args.c,
                    f"{usr.sum()} USR + {(~usr).sum()} CharacterBench attribute replies of judge-dev, "
-                   f"likelihoods {scoring_model()} (its engine), C={args.c}: "
-                   "python bench/fit_evidence.py --write; "
-                   f"cross-validated ρ USR knowledge {results[CHOSEN]['usr_knowledge']:.3f}, overall "
-                   f"{results[CHOSEN]['usr_overall']:.3f}")
+                   f"engine readings of {scoring_model()}, C={args.c}: python bench/fit_evidence.py --write; "
+                   "cross-validated ρ " + ", ".join(f"{name} {rho:.3f}" for name, rho in within.items()))
     knowledge = np.array([r.knowledge for r in replies if r.source == "usr"])
     grounding = _entry(GROUNDING_INPUTS, {n: v[usr] for n, v in columns.items()}, knowledge, args.c,
                        f"{usr.sum()} replies of judge-dev usr_knowledge (its rating alone), C={args.c}: "

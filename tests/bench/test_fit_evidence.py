@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from bench.fit_evidence import cross_source, cross_validate, load
+from bench.fit_evidence import choose, cross_source, cross_validate, load
 
 
 def _write(path, rows) -> None:
@@ -56,3 +56,43 @@ def test_a_source_is_scored_cross_source_by_a_model_fitted_on_the_other_only() -
     after = cross_source(x, changed, first, c=1.0)
     assert np.allclose(before[first], after[first])  # its own ratings never reach its predictions
     assert not np.allclose(before[~first], after[~first])
+
+
+def test_the_chosen_inputs_are_those_that_carry_to_the_other_source() -> None:
+    results = {
+        "fits each source": {"cross": {"usr_overall": 0.1, "cb_bot": 0.0},
+                             "within": {"usr_overall": 0.9, "cb_bot": 0.8}},
+        "carries": {"cross": {"usr_overall": 0.5, "cb_bot": 0.4},
+                    "within": {"usr_overall": 0.6, "cb_bot": 0.5}},
+    }
+    assert choose(results) == "carries"
+    assert choose({k: {"within": v["within"]} for k, v in results.items()}) == "fits each source"
+
+
+def test_the_cache_keeps_the_engines_readings_and_a_refit_computes_nothing(tmp_path, monkeypatch,
+                                                                           capsys) -> None:
+    import asyncio
+
+    from bench import fit_evidence
+
+    monkeypatch.setenv("PERSONAGRAPH_LIKELIHOOD_MODEL", "test")
+    usr = {"persona": "i ride horses. i live in texas.", "question": "User1: hi\nUser2: hello\nUser1: pets?",
+           "criterion": "persona_consistency"}
+    rows = [{**usr, "id": f"c1-{k}", "response": r} for k, r in enumerate(("i ride my horse", "i like cars"))]
+    _write(tmp_path / "usr_knowledge.jsonl", [{**r, "human": [1, 0, 1], "scale": [0, 1]} for r in rows])
+    _write(tmp_path / "usr_overall.jsonl", [{**r, "human": [5, 3, 4], "scale": [1, 5]} for r in rows])
+    for name in fit_evidence.CB_FILES:
+        _write(tmp_path / name, [{"id": name, "persona": "Bai, a princess.", "question": "User1: who?",
+                                  "response": "a princess", "criterion": "persona_consistency",
+                                  "scale": [1, 4], "human": [4]}])
+    replies = load(tmp_path)
+    names = ("persona_pmi", "character_fit", "length")
+    first = asyncio.run(fit_evidence.features(replies, names, tmp_path / "cache"))
+    store = tmp_path / "cache" / "logprobs-test.jsonl"
+    stored = [json.loads(line) for line in store.read_text().splitlines()]
+    assert all(len(row["logprobs"]) == 3 and row["character_fit"] == 0.5 for row in stored)
+    assert first["persona_pmi"][0] > first["persona_pmi"][1]  # "horse" is in the persona
+    capsys.readouterr()
+    again = asyncio.run(fit_evidence.features(replies, (*names, "response_loglik"), tmp_path / "cache"))
+    assert "computed" not in capsys.readouterr().out  # a new reading of the cached log-probabilities
+    assert np.allclose(again["persona_pmi"], first["persona_pmi"])
