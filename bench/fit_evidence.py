@@ -287,11 +287,18 @@ def ratings_rho(predictions: list[np.ndarray], replies: list[Reply]) -> dict[str
     return out
 
 
-def choose(results: dict[str, dict[str, dict[str, float]]]) -> str:
-    """The input set with the highest mean cross-source ρ (within-source when there is one source): a set
-    that does not carry from one source to the other is not chosen, however well it fits each."""
+USR_FLOOR = {"usr_knowledge": 0.80, "usr_overall": 0.60}
+"""What a refit must keep on USR (cross-validated by context): the packaged model's level."""
+
+
+def choose(results: dict[str, dict[str, dict[str, float]]]) -> str | None:
+    """Of the input sets that keep USR at :data:`USR_FLOOR` (within-source CV), the one with the highest
+    mean cross-source ρ (within-source when there is one source): a set that does not carry from one
+    source to the other is not chosen, however well it fits each. None when no set keeps the floor."""
     kind = "cross" if all("cross" in figures for figures in results.values()) else "within"
-    return max(results, key=lambda label: float(np.mean(list(results[label][kind].values()))))
+    kept = [label for label, figures in results.items()
+            if all(figures["within"].get(name, 0.0) >= floor for name, floor in USR_FLOOR.items())]
+    return max(kept, key=lambda label: float(np.mean(list(results[label][kind].values()))), default=None)
 
 
 def _entry(inputs: tuple[str, ...], columns: dict[str, np.ndarray], share: np.ndarray, c: float,
@@ -348,12 +355,15 @@ def main() -> None:
             print(f"    {line}")
         results[label]["within"] = ratings_rho(within, replies)
     chosen = choose(results)
-    print(f"\nmean ρ over {', '.join(next(iter(results.values()))['within'])} (chosen: the highest "
-          f"{'cross-source' if 'cross' in results[chosen] else 'within'} mean):")
+    print(f"\nmean ρ over {', '.join(next(iter(results.values()))['within'])} (chosen: of the sets that keep "
+          f"USR ≥ {USR_FLOOR['usr_knowledge']} / {USR_FLOOR['usr_overall']}, the highest cross-source mean):")
     for label, figures in results.items():
         print(f"  {'*' if label == chosen else ' '} {label:58} " + "  ".join(
             f"{kind} {np.mean(list(rhos.values())):+.3f}" for kind, rhos in figures.items()))
     print(f"\nload average at end {load_average()}")
+    if chosen is None:
+        print("no input set keeps USR at its floor when fitted on these sources: nothing to write")
+        return
     within = results[chosen]["within"]
     entry = _entry(CANDIDATES[chosen], columns, share, args.c,
                    f"{usr.sum()} USR + {(~usr).sum()} CharacterBench attribute replies of judge-dev, "

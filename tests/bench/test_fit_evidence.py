@@ -58,15 +58,18 @@ def test_a_source_is_scored_cross_source_by_a_model_fitted_on_the_other_only() -
     assert not np.allclose(before[~first], after[~first])
 
 
-def test_the_chosen_inputs_are_those_that_carry_to_the_other_source() -> None:
+def test_the_chosen_inputs_carry_to_the_other_source_and_keep_usr_at_its_floor() -> None:
+    usr = {"usr_knowledge": 0.85, "usr_overall": 0.65}
     results = {
         "fits each source": {"cross": {"usr_overall": 0.1, "cb_bot": 0.0},
-                             "within": {"usr_overall": 0.9, "cb_bot": 0.8}},
-        "carries": {"cross": {"usr_overall": 0.5, "cb_bot": 0.4},
-                    "within": {"usr_overall": 0.6, "cb_bot": 0.5}},
+                             "within": {**usr, "cb_bot": 0.8}},
+        "carries": {"cross": {"usr_overall": 0.5, "cb_bot": 0.4}, "within": {**usr, "cb_bot": 0.5}},
+        "carries further, loses usr": {"cross": {"usr_overall": 0.6, "cb_bot": 0.6},
+                                       "within": {**usr, "usr_knowledge": 0.7, "cb_bot": 0.6}},
     }
     assert choose(results) == "carries"
     assert choose({k: {"within": v["within"]} for k, v in results.items()}) == "fits each source"
+    assert choose({"carries further, loses usr": results["carries further, loses usr"]}) is None
 
 
 def test_the_cache_keeps_the_engines_readings_and_a_refit_computes_nothing(tmp_path, monkeypatch,
