@@ -231,14 +231,19 @@ def _character_fit_messages(t: Text) -> list[dict[str, str]]:
                                                  asked=last_turn(t.question), answer=t.response.strip())
 
 
-async def engine_readings(texts: Sequence[Text]) -> list[EngineReading]:
+async def engine_readings(texts: Sequence[Text], *, passes: bool = True,
+                          fit: bool = True) -> list[EngineReading]:
     """Per text, the embedded model's :class:`EngineReading`, its calls concurrent (the engine batches
-    them)."""
+    them): the three likelihood passes unless ``passes`` is False (then empty arrays), the character-fit
+    question unless ``fit`` is False (then NaN)."""
     from personagraph.likelihood import continuation_logprobs, yes_probability  # the engine, when needed
 
     pairs = [(prefix, f" {t.response.strip()}") for t in texts for prefix in _likelihood_prompts(t)]
-    values, fits = await asyncio.gather(continuation_logprobs(pairs), asyncio.gather(
-        *(yes_probability(_character_fit_messages(t)) for t in texts)))
+    empty = np.zeros(0)
+    values, fits = await asyncio.gather(
+        continuation_logprobs(pairs) if passes else asyncio.sleep(0, [empty] * len(pairs)),
+        asyncio.gather(*(yes_probability(_character_fit_messages(t)) for t in texts)) if fit
+        else asyncio.sleep(0, [float("nan")] * len(texts)))
     return [EngineReading(*values[3 * i:3 * i + 3], character_fit=fits[i]) for i in range(len(texts))]
 
 
@@ -249,13 +254,16 @@ LIKELIHOOD: dict[str, Callable[[EngineReading], float]] = {
     "persona_gain": lambda lp: float(np.maximum(lp.with_persona - lp.with_dialogue, 0).sum()),
     "character_fit": lambda lp: lp.character_fit,
 }
-"""What knowing the persona (``persona_pmi``: log P(response | persona, dialogue) − log P(response |
-dialogue)) and the dialogue (``dialogue_pmi``: log P(response | dialogue) − log P(response)) add to the
-packaged Qwen2.5-Coder-1.5B's log-likelihood of the response, in nats: the first rises with persona
-knowledge the reply uses, paraphrased or not, and falls where the reply contradicts the persona (its
-words are less likely after a persona that says otherwise); the second rises with a reply that follows
-from the dialogue (a generic or off-topic one is as likely without it). What they add to the fitted
-model: docs/benchmarks.md#fitting-the-evidence-model."""
+"""The features read from the embedded model's engine (:class:`EngineReading`). What knowing the persona
+(``persona_pmi``: log P(response | persona, dialogue) − log P(response | dialogue)) and the dialogue
+(``dialogue_pmi``: log P(response | dialogue) − log P(response)) add to the packaged Qwen2.5-Coder-1.5B's
+log-likelihood of the response, in nats: the first rises with persona knowledge the reply uses,
+paraphrased or not, and falls where the reply contradicts the persona (its words are less likely after a
+persona that says otherwise); the second rises with a reply that follows from the dialogue (a generic or
+off-topic one is as likely without it). ``persona_gain`` sums only the tokens the persona makes likelier;
+``response_loglik`` is the mean log-probability per token after persona and dialogue. ``character_fit`` is
+the model's P(Yes) that the character could say the response (the check that sees a contradicted fact).
+What each adds to the fitted model: docs/benchmarks.md#fitting-the-evidence-model."""
 
 # The features read from the text alone, by name; with EMBEDDED and LIKELIHOOD, every feature there is.
 PER_TEXT: dict[str, Callable[[Text], float]] = {
@@ -308,6 +316,8 @@ async def acompute(names: Sequence[str], texts: Sequence[Text]) -> dict[str, lis
     local = [n for n in names if n not in LIKELIHOOD]
     values = await asyncio.to_thread(compute, local, texts) if local else {}
     if len(local) < len(names):
-        likelihoods = await engine_readings(texts)
+        wanted = [n for n in names if n in LIKELIHOOD]
+        likelihoods = await engine_readings(texts, passes=any(n != "character_fit" for n in wanted),
+                                            fit="character_fit" in wanted)
         values.update({n: [LIKELIHOOD[n](lp) for lp in likelihoods] for n in names if n in LIKELIHOOD})
     return {name: values[name] for name in names}

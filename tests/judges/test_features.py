@@ -185,3 +185,25 @@ def test_meta_eval_flags_a_judge_that_does_not_beat_the_length_baseline(tmp_path
     versus = judge["vs_best_baseline"]
     assert versus["baseline"] == "length" and versus["beats"] is False
     assert abs(versus["spearman_difference"]["value"]) < 0.1  # it is the length baseline, rounded
+
+
+def test_only_the_engine_readings_asked_for_are_computed(monkeypatch) -> None:
+    """A model that reads the likelihoods does not pay for the character-fit question, and the reverse."""
+    import personagraph.likelihood as likelihood
+
+    calls: list[str] = []
+
+    async def passes(pairs):
+        calls.append("passes")
+        return [np.array([-1.0]) for _ in pairs]
+
+    async def fit(messages):
+        calls.append("fit")
+        return 0.5
+
+    monkeypatch.setattr(likelihood, "continuation_logprobs", passes)
+    monkeypatch.setattr(likelihood, "yes_probability", fit)
+    text = Text(PERSONA, DIALOGUE, "my lab trooper loves it too")
+    assert asyncio.run(acompute(("persona_pmi",), [text])) == {"persona_pmi": [0.0]} and calls == ["passes"]
+    calls.clear()
+    assert asyncio.run(acompute(("character_fit",), [text])) == {"character_fit": [0.5]} and calls == ["fit"]
