@@ -129,13 +129,7 @@ async def features(replies: list[Reply], names: tuple[str, ...], cache: Path) ->
     known: dict[str, dict[str, Any]] = {}
     if store.is_file():
         for line in store.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            entry = known.setdefault(row["key"], {})
-            entry.update(row.get("values", {}))
-            if "logprobs" in row:
-                entry["logprobs"] = [np.array(v) for v in row["logprobs"]]
-            if "character_fit" in row:
-                entry["character_fit"] = row["character_fit"]
+            _remember(known, json.loads(line))
     texts = [Text(persona=r.item.persona, question=question_text(r.item), response=r.item.response)
              for r in replies]
     keys = [hashlib.sha256(json.dumps([t.persona, t.question, t.response]).encode()).hexdigest()
@@ -155,11 +149,7 @@ async def features(replies: list[Reply], names: tuple[str, ...], cache: Path) ->
                 await _engine_rows([texts[k] for k in chunk], [known.get(keys[k], {}) for k in chunk], rows)
             with store.open("a", encoding="utf-8") as out:
                 for row in rows:
-                    entry = known.setdefault(row["key"], {})
-                    entry.update(row["values"])
-                    entry.update({n: row[n] for n in ("character_fit",) if n in row})
-                    if "logprobs" in row:
-                        entry["logprobs"] = [np.array(v) for v in row["logprobs"]]
+                    _remember(known, row)
                     out.write(json.dumps(row) + "\n")
             spent = time.perf_counter() - started
             print(f"  features: {first + len(chunk)}/{len(todo)} replies, {spent:.0f} s", flush=True)
@@ -173,6 +163,17 @@ async def features(replies: list[Reply], names: tuple[str, ...], cache: Path) ->
                 for key in keys if engine}
     return {n: np.array([LIKELIHOOD[n](readings[key]) if n in LIKELIHOOD else known[key][n]
                          for key in keys]) for n in names}
+
+
+def _remember(known: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
+    """A cache row (``key``; ``values``, and what the engine read: ``logprobs``, ``character_fit``) merged
+    into what is known of its reply."""
+    entry = known.setdefault(row["key"], {})
+    entry.update(row.get("values", {}))
+    if "logprobs" in row:
+        entry["logprobs"] = [np.array(v) for v in row["logprobs"]]
+    if "character_fit" in row:
+        entry["character_fit"] = row["character_fit"]
 
 
 async def _engine_rows(texts: list[Text], known: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:

@@ -182,18 +182,20 @@ async def yes_probability(messages: list[dict[str, str]], name: str | None = Non
 
 
 def _yes_share(reply: Any) -> float:
-    """P(Yes) against P(No) among the first token's alternatives in an engine's chat reply (untrusted:
-    every value checked as a log-probability)."""
-    from personagraph.models.openai_http import log_probability
+    """P(Yes) against P(No) among the first token's alternatives in an engine's chat reply, read as the
+    model layer reads any reply's log-probabilities (``openai_http.parse_logprobs``: untrusted, every value
+    checked)."""
+    from personagraph.models.openai_http import parse_logprobs
 
     try:
-        top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        pairs = [(str(t["token"]).strip().lower(), log_probability(t["logprob"])) for t in top]
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        message = f"the engine's reply holds no first-token log-probabilities ({exc!r:.80})"
-        raise LikelihoodError(message) from None
-    yes = sum(np.exp(lp) for token, lp in pairs if token == "yes")
-    no = sum(np.exp(lp) for token, lp in pairs if token == "no")
+        tokens = parse_logprobs(reply["choices"][0]["logprobs"])
+    except (KeyError, IndexError, TypeError):
+        tokens = None
+    if not tokens:
+        raise LikelihoodError("the engine's reply holds no first-token log-probabilities")
+    alternatives = [(token.strip().lower(), np.exp(lp)) for token, lp in tokens[0].top]
+    yes = sum(p for token, p in alternatives if token == "yes")
+    no = sum(p for token, p in alternatives if token == "no")
     return float(yes / (yes + no)) if yes + no > 0 else 0.5
 
 

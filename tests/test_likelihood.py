@@ -105,7 +105,9 @@ def test_an_engine_reply_that_is_not_a_score_of_the_text_is_refused(reply, messa
 
 
 def _chat(top):
-    return {"choices": [{"logprobs": {"content": [{"top_logprobs": top}]}}]}
+    """An engine's chat reply whose first token is the first alternative."""
+    first = top[0] if top and "logprob" in top[0] else {"token": "Yes", "logprob": -0.1}
+    return {"choices": [{"logprobs": {"content": [{**first, "top_logprobs": top}]}}]}
 
 
 @pytest.mark.parametrize(("top", "share"), [

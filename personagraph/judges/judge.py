@@ -214,11 +214,12 @@ async def _read_text_checks(checks: tuple[Check, ...], text: Text) -> list[tuple
     if not checks:
         return []
     model = grounding_model()
-    names = {"character_fit"} if any(c.answer == "fit" for c in checks) else set()
-    if model is not None and any(c.answer == "text" for c in checks):
-        names |= set(model.features)
+    reads_text = model is not None and any(c.answer == "text" for c in checks)
+    names = set(model.features) if reads_text and model is not None else set()
+    if any(c.answer == "fit" for c in checks):
+        names.add("character_fit")
     values = {name: column[0] for name, column in (await acompute(sorted(names), [text])).items()}
-    grounded = model.share(values) if model is not None and names != {"character_fit"} else None
+    grounded = model.share(values) if reads_text and model is not None else None
     return [(check, values["character_fit"] if check.answer == "fit" else grounded) for check in checks]
 
 
