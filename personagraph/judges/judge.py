@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.features import Text, acompute
@@ -47,6 +49,8 @@ from personagraph.schemas import (
     Verdict,
     short_id,
 )
+
+T = TypeVar("T")
 
 
 def ready_protocol(name: str | None, judge: str) -> Protocol:
@@ -166,15 +170,19 @@ async def _read_judge(
     )
     if checks:
         facts = len(persona_facts(persona or "(not given)"))
-        reply = await client.structured(messages, checklist_schema(checks, facts), top_logprobs=TOP_LOGPROBS)
+        text = Text(persona=persona or "", question=question or "", response=response)
+        model = evidence_model(rubric) if protocol.weighed else None
+        # What the verdict reads from the response is asked beside the judge call, not after it: the
+        # engine batches them, and a verdict waits for the slower one instead of both in turn.
+        reply, read, values = await asyncio.gather(
+            client.structured(messages, checklist_schema(checks, facts), top_logprobs=TOP_LOGPROBS),
+            _settled(_read_text_checks(text_checks(protocol, rubric), text)),
+            _settled(_features(model, text)))
         if not reply.ok or reply.value is None:
             return Scored("failed", None, "", reply.raw, reply.error)
+        if isinstance(read, PersonagraphError):
+            return Scored("failed", None, "", reply.raw, f"text features: {read}")
         answers = reply.value.model_dump()
-        text = Text(persona=persona or "", question=question or "", response=response)
-        try:
-            read = await _read_text_checks(text_checks(protocol, rubric), text)
-        except PersonagraphError as exc:
-            return Scored("failed", None, "", reply.raw, f"text features: {exc}")
         score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts, read)
         rationale = "; ".join(
             f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
@@ -182,12 +190,9 @@ async def _read_judge(
         )
         rationale += "".join(f"; {check.name} (read from the text): P good {p:.2f}" for check, p in read)
         inputs: dict[str, float | None] = dict(check_probabilities([*checks, *(c for c, _ in read)], good))
-        model = evidence_model(rubric) if protocol.weighed else None
         if model is not None:
-            try:
-                values = await _features(model, text)
-            except PersonagraphError as exc:  # the engine could not score the text: a failed verdict
-                return Scored("failed", None, "", reply.raw, f"likelihood features: {exc}")
+            if isinstance(values, PersonagraphError):  # the engine could not score the text
+                return Scored("failed", None, "", reply.raw, f"likelihood features: {values}")
             score, expected, weighed = _weigh(model, checks, answers, good, values, rubric.scale)
             rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
             inputs.update(weighed)
@@ -202,8 +207,20 @@ async def _read_judge(
     return Scored("ok", int(value["score"]), rationale, reply.raw, None, expected, cached=reply.cached)
 
 
-async def _features(model: EvidenceModel, text: Text) -> dict[str, float]:
-    """The text features ``model`` reads (the likelihood ones from the embedded model's engine)."""
+async def _settled(reading: Awaitable[T]) -> T | PersonagraphError:
+    """The reading's value, or the error it failed with: a reading that fails makes a failed verdict,
+    after the judge call beside it has ended."""
+    try:
+        return await reading
+    except PersonagraphError as exc:
+        return exc
+
+
+async def _features(model: EvidenceModel | None, text: Text) -> dict[str, float]:
+    """The text features ``model`` reads (the likelihood ones from the embedded model's engine); none
+    without a model."""
+    if model is None:
+        return {}
     features = await acompute(model.features, [text])
     return {name: column[0] for name, column in features.items()}
 

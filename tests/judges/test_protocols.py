@@ -306,6 +306,42 @@ async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.
     assert gated.score == 1 and gated.expected == pytest.approx(1.0)
 
 
+async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine's readings run beside the judge call, not after it; one that fails fails the verdict."""
+    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    rubric = load_rubric("persona_consistency")
+    judge = ModelClient.create("test:checks-good", "judge")
+    reading = asyncio.Event()
+    asked = judge.structured
+
+    async def judged_once_reading(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.wait_for(reading.wait(), timeout=5)  # the reading started before the reply came
+        return await asked(*args, **kwargs)
+
+    async def features(model: Any, text: Text) -> dict[str, float]:
+        reading.set()
+        return {"knowledge_stems": 2.0}
+
+    monkeypatch.setattr(judge, "structured", judged_once_reading)
+    monkeypatch.setattr(judge_module, "_features", features)
+    scored = await score_response(judge, rubric, persona="I am a nurse.", question="Job?",
+                                  response="I nurse.", protocol="evidence")
+    assert scored.status == "ok" and scored.inputs["knowledge_stems"] == 2.0
+
+    async def engine_down(model: Any, text: Text) -> dict[str, float]:
+        raise PersonagraphError("the engine is gone")
+
+    monkeypatch.setattr(judge, "structured", asked)
+    monkeypatch.setattr(judge_module, "_features", engine_down)
+    failed = await score_response(judge, rubric, persona="I am a nurse.", question="Job?",
+                                  response="I nurse.", protocol="evidence")
+    assert failed.status == "failed" and failed.score is None
+    assert failed.error == "likelihood features: the engine is gone"
+
+
 def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
