@@ -5,16 +5,19 @@
 # Portable by construction: GGML_NATIVE=OFF with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS builds one CPU
 # backend per x86-64 level and ggml loads the best one for the CPU it runs on, at start. Never the
 # native-CPU flags: a binary built on one CPU must not be reused on another. Of ggml's 14 x86 variants the
-# build keeps those that differ in what the embedded models use (VARIANTS): x64, sse42 (x86-64-v2), haswell
-# (AVX2, v3), skylakex (AVX-512, v4), icelake (AVX-512 VNNI), zen4, alderlake (AVX-VNNI without AVX-512)
-# and sapphirerapids (AMX); a CPU between two of them loads the lower one. The others (sandybridge,
-# ivybridge, piledriver, cannonlake, cascadelake, cooperlake) only added compile time. llamafile's sgemm
-# is left out too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
+# build keeps the three that differ in speed for the embedded models (KEPT): x64 (any x86-64), haswell
+# (AVX2) and cascadelake (AVX-512 with VNNI: Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4 and later).
+# Measured on one AVX-512/AMX Xeon, the 1.5B's prompt speed on each variant: haswell, alderlake
+# (AVX-VNNI) and skylakex (AVX-512 without VNNI) 66 tok/s; icelake, zen4 and sapphirerapids (with
+# --no-repack) 127 tok/s; decode 8.5 tok/s on all (docs/benchmarks.md#install). The other eleven only add
+# compile time; a CPU between two kept ones loads the lower. No AMX variant: its kernels crashed on an AMX
+# host (models/engine.py), and without weight repacking it was no faster. llamafile's sgemm is left out
+# too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
 # The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
 #
 # Usage: bash scripts/build_llama_server.sh [VENV]      (default: .venv)
-# Takes ~8 minutes on 2 cores (measured: docs/benchmarks.md#install); set JOBS to change the parallelism.
+# Takes ~5 minutes on 2 cores (measured: docs/benchmarks.md#install); set JOBS to change the parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,8 +32,8 @@ flags=(
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
 )  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
-dropped=(sandybridge ivybridge piledriver cannonlake cascadelake cooperlake)  # CPU variants not built
-stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} without ${dropped[*]}"
+kept=(x64 haswell cascadelake)  # the CPU variants built (the header says why these)
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]}"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
   echo "llama-server $version already built in $dest"
@@ -64,16 +67,21 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-echo "building llama-server $version (every x86-64 CPU level; ~8 minutes on 2 cores) ..."
+echo "building llama-server $version (every x86-64 CPU level; ~5 minutes on 2 cores) ..."
 printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$version" "$sdist_sha256" >"$work/requirements.txt"
 "$venv/bin/pip" download -q --no-deps --no-binary :all: --require-hashes \
   -r "$work/requirements.txt" -d "$work"
 tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
-for variant in "${dropped[@]}"; do  # one line each in ggml's list of x86 variants
-  grep -Eq "^\s*ggml_add_cpu_backend_variant\($variant\s" "$src/ggml/src/CMakeLists.txt" \
-    || { echo "error: ggml lists no CPU variant $variant to leave out (another llama.cpp?)" >&2; exit 1; }
-  sed -i -E "/^\s*ggml_add_cpu_backend_variant\($variant\s/d" "$src/ggml/src/CMakeLists.txt"
+lists="$src/ggml/src/CMakeLists.txt"  # ggml's list of x86 variants: one ggml_add_cpu_backend_variant line each
+for variant in "${kept[@]}"; do
+  grep -Eq "^\s*ggml_add_cpu_backend_variant\($variant(\s|\))" "$lists" \
+    || { echo "error: ggml lists no CPU variant $variant to build (another llama.cpp?)" >&2; exit 1; }
+done
+x86=(x64 sse42 sandybridge ivybridge piledriver haswell skylakex cannonlake cascadelake icelake cooperlake zen4
+     alderlake sapphirerapids)  # ggml's x86 variants; the lines of those not kept are deleted
+for variant in "${x86[@]}"; do
+  [[ " ${kept[*]} " == *" $variant "* ]] || sed -i -E "/^\s*ggml_add_cpu_backend_variant\($variant(\s|\))/d" "$lists"
 done
 "$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" >"$work/cmake.log" \
   || { tail -n 30 "$work/cmake.log" >&2; exit 1; }

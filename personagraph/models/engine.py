@@ -60,19 +60,14 @@ SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 # tree is meant to fit in 2.5 GB (bench/embedded.py prints its peak).
 CACHE_RAM_MB = 256
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
-# Measured on this project's 2-core KVM Xeon with AMX (load average 6-16, shared; llama.cpp of
-# llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M):
-# - default weight repacking ("extra buffer types"): the sapphirerapids (AMX) CPU variant dies with
-#   SIGILL at start-up, as llama-cpp-python crashed in llama_decode (issue 13);
-# - --no-repack: runs (the AMX/repacked buffers are never made), on every CPU variant;
-# - speed with and without repacking (AMX left out) could not be told apart at that load (pp 10-18
-#   tok/s, decode 1.1-1.5 tok/s for both), so the flag that is safe on every CPU wins.
-# Re-measured on idle cores (load 0.1-1.9, 2026-11-30; /completion, 401-token prompt, 64 tokens, 1 slot,
-# 2 threads, three runs each): the best variant without AMX (the AMX library deleted, so ggml picks
-# zen4/cooperlake/icelake) *with* repacking: prompt 92-106 tok/s, decode 10.7-12.4 tok/s; the default
-# (sapphirerapids) with --no-repack: prompt 127-138 tok/s, decode 8.9-10.1 tok/s. Repacking trades
-# prompt speed for decode speed, and the eval's embedded calls are prompt-bound (the quick run: ~10,600
-# prompt tokens against ~1,300 generated), so there is nothing to win by preferring a repacking variant.
+# Weight repacking ("extra buffer types") is off. On the project's 2-core KVM Xeon with AMX (llama.cpp of
+# llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M) the AMX CPU variant died with SIGILL at start-up
+# with it, as llama-cpp-python crashed in llama_decode (issue 13); the build now carries no AMX variant
+# (scripts/build_llama_server.sh). On idle cores (2026-11-30; 401-token prompt, 64 tokens, 1 slot, 2
+# threads, three runs each) the AVX-512 VNNI variants *with* repacking read prompts at 92-106 tok/s and
+# decoded at 10.7-12.4 tok/s, without it 127-138 and 8.9-10.1: repacking trades prompt speed for decode
+# speed, and the eval's embedded calls are prompt-bound (the quick run: ~10,600 prompt tokens against
+# ~1,300 generated).
 NO_REPACK = ("--no-repack",)
 # No speculative decoding: with the 0.5B drafting for the 1.5B (`bench/speculative.py`, a quick run's 11
 # calls to the 1.5B replayed one at a time, ABBA, 2-core Xeon, load 1.6-1.9, 2026-12-03) the calls took
