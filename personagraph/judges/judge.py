@@ -156,10 +156,16 @@ async def _read_judge(
         examples = None  # judged as the protocol was measured (see protocols.PROTOCOLS)
     if protocol.dialogue_lines and question:
         question = recent_dialogue(question, protocol.dialogue_lines)
+    shown = persona or "(not given)"
+    if checks and all(check.gate for check in checks):
+        # Gates ask whether the response breaks character: they need to know who is played, not every
+        # fact, and a long role-play profile would otherwise cost a verdict its largest prompt twice
+        # (the likelihood passes read it whole).
+        shown = persona_facts(shown)[0]
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),
-        persona=fence("PERSONA", persona_text(protocol, persona or "(not given)")),
+        persona=fence("PERSONA", persona_text(protocol, shown)),
         question=fence("QUESTION", question or "(not given)"),
         exemplars=(fence("EXAMPLES", examples) if examples
                    else "(no examples available: rely on the rubric alone)"),
