@@ -239,12 +239,17 @@ async def engine_readings(texts: Sequence[Text], *, passes: bool = True,
     from personagraph.likelihood import continuation_logprobs, yes_probability  # the engine, when needed
 
     pairs = [(prefix, f" {t.response.strip()}") for t in texts for prefix in _likelihood_prompts(t)]
-    empty = np.zeros(0)
-    values, fits = await asyncio.gather(
-        continuation_logprobs(pairs) if passes else asyncio.sleep(0, [empty] * len(pairs)),
-        asyncio.gather(*(yes_probability(_character_fit_messages(t)) for t in texts)) if fit
-        else asyncio.sleep(0, [float("nan")] * len(texts)))
-    return [EngineReading(*values[3 * i:3 * i + 3], character_fit=fits[i]) for i in range(len(texts))]
+
+    async def likelihoods() -> list[np.ndarray]:
+        return await continuation_logprobs(pairs) if passes else [np.zeros(0)] * len(pairs)
+
+    async def fits() -> list[float]:
+        if not fit:
+            return [float("nan")] * len(texts)
+        return list(await asyncio.gather(*(yes_probability(_character_fit_messages(t)) for t in texts)))
+
+    values, answers = await asyncio.gather(likelihoods(), fits())
+    return [EngineReading(*values[3 * i:3 * i + 3], character_fit=answers[i]) for i in range(len(texts))]
 
 
 LIKELIHOOD: dict[str, Callable[[EngineReading], float]] = {
