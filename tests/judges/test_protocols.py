@@ -279,6 +279,12 @@ WEIGHED = EvidenceModel(inputs=("check:fact", "check:sensible", "knowledge_stems
                         scale=(0.5, 0.5, 1.0), weights=(1.0, 0.5, 0.8), intercept=-0.2)
 
 
+def _fitted(monkeypatch: pytest.MonkeyPatch, model: EvidenceModel) -> None:
+    """Every rubric scored by ``model`` under a weighed protocol, as if judges/evidence.yaml held it."""
+    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: model)
+    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: model)
+
+
 def test_evidence_model_is_the_documented_logistic_model() -> None:
     values = {"check:fact": 1.0, "check:sensible": 0.0, "knowledge_stems": 3.0}
     z = -0.2 + 1.0 * (1.0 - 0.5) / 0.5 + 0.5 * (0.0 - 0.5) / 0.5 + 0.8 * (3.0 - 1.0) / 1.0
@@ -287,8 +293,7 @@ def test_evidence_model_is_the_documented_logistic_model() -> None:
 
 
 async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
-    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    _fitted(monkeypatch, WEIGHED)
     rubric = load_rubric("persona_consistency")
     persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
     scored = await score_response(ModelClient.create("test:checks-good", "judge"), rubric, persona=persona,
@@ -310,8 +315,7 @@ async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The engine's readings run beside the judge call, not after it; one that fails fails the verdict."""
-    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
-    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    _fitted(monkeypatch, WEIGHED)
     rubric = load_rubric("persona_consistency")
     judge = ModelClient.create("test:checks-good", "judge")
     reading = asyncio.Event()
@@ -342,12 +346,13 @@ async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
     assert failed.error == "likelihood features: the engine is gone"
 
 
-async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Whether a response breaks character needs who is played, not every fact of a long profile."""
     text_only = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
                               intercept=0.0)
-    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: text_only)
-    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: text_only)
+    _fitted(monkeypatch, text_only)
     judge = ModelClient.create("test:checks-good", "judge")
     prompts: list[str] = []
     asked = judge.structured
@@ -426,8 +431,7 @@ def test_a_broken_evidence_file_stops_an_evidence_run_before_it_judges(monkeypat
 async def test_a_disclosure_still_sinks_a_fitted_score_and_a_plain_reply_keeps_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(judge_module, "evidence_model", lambda rubric: WEIGHED)
-    monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
+    _fitted(monkeypatch, WEIGHED)
     rubric = load_rubric("persona_consistency")
     persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
     plain = await score_response(ModelClient.create("test:checks-good", "judge"), rubric,
@@ -530,7 +534,7 @@ def test_the_grounding_model_is_no_rubric_model(monkeypatch: pytest.MonkeyPatch)
 def test_a_check_read_from_the_response_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch, check) -> None:
     data = {"Expected Action": [check]}
     with _reading(monkeypatch, data, protocols_module._checklists):
-        with pytest.raises(PersonagraphError, match="Expected Action: a check read, not asked .* needs a name"):
+        with pytest.raises(PersonagraphError, match="Expected Action: a check read, not asked .* a name"):
             checklist(load_rubric("expected_action"))
 
 
