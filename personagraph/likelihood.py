@@ -20,6 +20,7 @@ test suite sets it. A run records which scorer it read (``provenance.json``: ``l
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import threading
@@ -47,9 +48,11 @@ TEST_LM = "test"
 """The deterministic scorer: −1 nat per continuation word found in the prefix, −6 per other word."""
 TIMEOUT_S = 600.0  # one scoring call: a long prefix on a busy 2-core machine takes tens of seconds
 
-CACHE_SIZE = 4096  # pairs kept per process: a resumed run or a repeated judge-check scores the same replies
-_lock = threading.Lock()  # the cache and the record of scorers read
+CACHE_SIZE = 4096  # pairs (and yes/no answers) kept per process: a resumed run or a repeated judge-check
+# reads the same replies again
+_lock = threading.Lock()  # the caches and the record of scorers read
 _cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+_answers: OrderedDict[tuple[str, str], float] = OrderedDict()  # yes_probability, by model and messages
 _scored: set[str] = set()
 _WORD = re.compile(r"\w+")
 
@@ -165,7 +168,8 @@ YES_NO_ALTERNATIVES = 10  # first-token alternatives read for Yes and No
 async def yes_probability(messages: list[dict[str, str]], name: str | None = None) -> float:
     """P(Yes) / (P(Yes) + P(No)) of the first token the model (default: :func:`scoring_model`) answers
     ``messages`` with (chat template, greedy), read from its ``YES_NO_ALTERNATIVES`` most likely tokens;
-    0.5 when neither is among them. The test scorer answers 0.5.
+    0.5 when neither is among them; asked once per process (a retried verdict reads the answer again). The
+    test scorer answers 0.5.
 
     Raises:
         LikelihoodError: as :func:`continuation_logprobs`.
@@ -176,9 +180,19 @@ async def yes_probability(messages: list[dict[str, str]], name: str | None = Non
         _scored.add(name)
     if name == TEST_LM:
         return 0.5
+    key = (name, json.dumps(messages, sort_keys=True))
+    with _lock:
+        if key in _answers:
+            _answers.move_to_end(key)
+            return _answers[key]
     body = {"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
             "top_logprobs": YES_NO_ALTERNATIVES, "cache_prompt": True}
-    return _yes_share(await _post(name, "/v1/chat/completions", body))
+    share = _yes_share(await _post(name, "/v1/chat/completions", body))
+    with _lock:
+        _answers[key] = share
+        while len(_answers) > CACHE_SIZE:
+            _answers.popitem(last=False)
+    return share
 
 
 def _yes_share(reply: Any) -> float:

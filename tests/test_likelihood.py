@@ -165,3 +165,30 @@ async def test_a_transient_engine_fault_is_retried_on_the_engines_current_addres
     monkeypatch.setattr(openai_http, "post_json", refused)
     with pytest.raises(likelihood.LikelihoodError, match="scoring a text on the engine failed: HTTP 400"):
         await likelihood._tokenize(likelihood.PACKAGED_LM, "x")
+
+
+async def test_a_yes_no_answer_is_asked_once_per_process(monkeypatch) -> None:
+    """A verdict retried in the same process reads the character-fit answer it already has."""
+    from personagraph.models import engine, openai_http
+
+    class Running:
+        async def base_url(self) -> str:
+            return "http://127.0.0.1:1/v1"
+
+    asked: list[dict] = []
+
+    async def post(url: str, body: dict, *, timeout_s: float) -> dict:
+        asked.append(body)
+        top = [{"token": "Yes", "logprob": -0.5}, {"token": "No", "logprob": -1.5}]
+        first = {"token": "Yes", "logprob": -0.5, "top_logprobs": top}
+        return {"choices": [{"logprobs": {"content": [first]}}]}
+
+    monkeypatch.setattr(engine, "engine_for", lambda name: Running())
+    monkeypatch.setattr(openai_http, "post_json", post)
+    messages = [{"role": "user", "content": f"Could a cowboy say this? {id(asked)}"}]
+    other = [{"role": "user", "content": f"Could a nurse say this? {id(asked)}"}]
+    first = await likelihood.yes_probability(messages, likelihood.PACKAGED_LM)
+    again = await likelihood.yes_probability(messages, likelihood.PACKAGED_LM)
+    other_answer = await likelihood.yes_probability(other, likelihood.PACKAGED_LM)
+    assert first == again == other_answer == pytest.approx(np.exp(-0.5) / (np.exp(-0.5) + np.exp(-1.5)))
+    assert len(asked) == 2
