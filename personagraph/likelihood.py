@@ -48,12 +48,36 @@ TEST_LM = "test"
 """The deterministic scorer: −1 nat per continuation word found in the prefix, −6 per other word."""
 TIMEOUT_S = 600.0  # one scoring call: a long prefix on a busy 2-core machine takes tens of seconds
 
-CACHE_SIZE = 4096  # pairs (and yes/no answers) kept per process: a resumed run or a repeated judge-check
-# reads the same replies again
-_lock = threading.Lock()  # the caches and the record of scorers read
-_cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
-_answers: OrderedDict[tuple[str, str], float] = OrderedDict()  # yes_probability, by model and messages
+CACHE_SIZE = 4096  # readings kept per process: a resumed run or a repeated judge-check reads the same replies
+_lock = threading.Lock()  # the record of scorers read
 _scored: set[str] = set()
+
+
+class _Recent:
+    """The last :data:`CACHE_SIZE` readings of the engine, by key, the least recently read dropped first
+    (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._values: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> Any | None:
+        with self._lock:
+            if key not in self._values:
+                return None
+            self._values.move_to_end(key)
+            return self._values[key]
+
+    def put(self, key: tuple[str, ...], value: Any) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > CACHE_SIZE:
+                self._values.popitem(last=False)
+
+
+_logprobs = _Recent()  # continuation_logprobs, by model, prefix and continuation
+_answers = _Recent()  # yes_probability, by model and messages
 _WORD = re.compile(r"\w+")
 
 
@@ -126,22 +150,17 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
     if name == TEST_LM:
         return [_test_logprobs(prefix, continuation) for prefix, continuation in pairs]
     found: dict[tuple[str, str], np.ndarray] = {}
-    with _lock:
-        for pair in pairs:
-            if (name, *pair) in _cache:
-                _cache.move_to_end((name, *pair))
-                found[pair] = _cache[(name, *pair)]
+    for pair in pairs:
+        if (known := _logprobs.get((name, *pair))) is not None:
+            found[pair] = known
     todo = [pair for pair in dict.fromkeys(pairs) if pair not in found]
     if todo:  # each text tokenized once: a reply is scored after several prefixes
         texts = list(dict.fromkeys(text for pair in todo for text in pair if text))
         ids = dict(zip(texts, await asyncio.gather(*(_tokenize(name, t) for t in texts)), strict=True))
         scored = await asyncio.gather(*(_forced_scores(name, ids.get(prefix, []), ids.get(reply, []))
                                         for prefix, reply in todo))
-        with _lock:
-            for pair, values in zip(todo, scored, strict=True):
-                _cache[(name, *pair)] = values
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+        for pair, values in zip(todo, scored, strict=True):
+            _logprobs.put((name, *pair), values)
         found.update(zip(todo, scored, strict=True))
     return [found[pair] for pair in pairs]
 
@@ -181,17 +200,12 @@ async def yes_probability(messages: list[dict[str, str]], name: str | None = Non
     if name == TEST_LM:
         return 0.5
     key = (name, json.dumps(messages, sort_keys=True))
-    with _lock:
-        if key in _answers:
-            _answers.move_to_end(key)
-            return _answers[key]
+    if (known := _answers.get(key)) is not None:
+        return float(known)
     body = {"messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
             "top_logprobs": YES_NO_ALTERNATIVES, "cache_prompt": True}
     share = _yes_share(await _post(name, "/v1/chat/completions", body))
-    with _lock:
-        _answers[key] = share
-        while len(_answers) > CACHE_SIZE:
-            _answers.popitem(last=False)
+    _answers.put(key, share)
     return share
 
 
