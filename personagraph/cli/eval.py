@@ -28,6 +28,7 @@ from personagraph.cli._common import (
 from personagraph.cli.judge_check import protocol_line
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.personas import load_personas
 from personagraph.report.sections import control_lines, controls_table, samples_table
 from personagraph.report.view import render_summary, rich_table
@@ -61,7 +62,8 @@ def eval_command(
     max_answer_tokens: int | None = typer.Option(
         None, "--max-answer-tokens", min=16, max=8192,
         help=f"Longest answer, in tokens (default {default_of(EvalConfig, 'max_answer_tokens')})."),
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Personas in flight and requests per model endpoint."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY,
+                                    help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
     quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "

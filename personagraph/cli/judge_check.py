@@ -25,6 +25,7 @@ from personagraph.cli._common import (
 )
 from personagraph.errors import PersonagraphError
 from personagraph.judges.validity import VARIANT_KINDS
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.models.spec import DEFAULT_JUDGE
 from personagraph.report.sections import judge_validity_tables
 from personagraph.report.view import rich_table
@@ -88,7 +89,7 @@ def judge_check_command(
         "--run-dir",
         help=f"Where variants, verdicts and {SUMMARY_FILE} go; reuse it to resume.",
     ),
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Model calls in flight."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY, help="Model calls in flight."),
     seed: int = typer.Option(0, help="Seed for the variants, the answer choice and the bootstrap."),
     resamples: int = typer.Option(
         1000, "--n-resamples", "--resamples", min=100, max=100_000, help="Bootstrap resamples per interval."

@@ -23,6 +23,7 @@ from personagraph.cli._common import (
 from personagraph.cli.score import EMBEDDING_OPTION, WORST_OPTION, render_report
 from personagraph.errors import PersonagraphError
 from personagraph.metrics.longlamp import RETRIEVERS, LongLaMPConfig, load_longlamp
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.base import make_config
 from personagraph.runs.longlamp import LongLaMPSummary
 from personagraph.runs.longlamp import run as run_longlamp
@@ -40,7 +41,8 @@ def longlamp_command(
     temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
     embedding_model: str | None = EMBEDDING_OPTION,
     failures_as_worst: bool = WORST_OPTION,
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY,
+                                    help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,

@@ -19,6 +19,7 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.schemas import MAX_SEED
 from personagraph.terminal import key_column, neutralise, plain
 
@@ -330,7 +331,8 @@ def eval_dialogue(
     method: str = typer.Option("fusion", "--method", help="Retriever for settings 2 (negatives) and 3."),
     negatives: int = typer.Option(4, "--negatives", min=1, max=1000, help="Retrieved negatives beside the gold memory "
                                   "in setting 2."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=1024, help="Dialogues in flight."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=MAX_CONCURRENCY,
+                                    help="Dialogues in flight."),
     retry_failed: bool = RETRY_FAILED_OPTION,
 ) -> None:
     """Memory recognition + response on MADial-Bench, judged with MADial's criteria."""

@@ -27,6 +27,7 @@ from personagraph.cli._common import (
 from personagraph.errors import PersonagraphError
 from personagraph.judges.meta_eval import MetaEvalConfig, write_summary
 from personagraph.judges.self_preference import self_preference
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.base import ProgressEvent, make_config
 from personagraph.runs.eval import DEFAULT_JUDGE
 from personagraph.runs.meta_eval import MetaEvalSummary
@@ -184,7 +185,7 @@ def meta_eval_command(
         help="An eval run directory: compare how "
         "each judge scores its own model family's answers vs others'.",
     ),
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Judge calls in flight."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY, help="Judge calls in flight."),
     seed: int = typer.Option(0, help="Seed for the judges and the bootstrap."),
     resamples: int = typer.Option(
         1000, "--n-resamples", "--resamples", min=100, max=100_000,

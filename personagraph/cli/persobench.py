@@ -34,6 +34,7 @@ from personagraph.cli.score import (
 )
 from personagraph.metrics.persobench import PersoBenchConfig, load_persobench
 from personagraph.metrics.scoring import ScoreConfig
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.persobench import PersoBenchSummary
 from personagraph.runs.persobench import run as run_persobench
 from personagraph.terminal import plain
@@ -54,7 +55,8 @@ def persobench_command(
     rouge_stemmer: bool = ROUGE_STEMMER_OPTION,
     max_tokens: int = typer.Option(256, "--max-tokens", min=1, max=MAX_TOKENS, help="Generation limit per reply."),
     temperature: float = typer.Option(0.0, "--temperature", min=0, max=2, help="Sampling temperature."),
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Requests in flight per model endpoint."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY,
+                                    help="Requests in flight per model endpoint."),
     base_url: str | None = BASE_URL_OPTION,
     api_key: str | None = API_KEY_OPTION,
     endpoint: list[str] = ENDPOINT_OPTION,

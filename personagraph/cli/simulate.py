@@ -21,6 +21,7 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.base import make_config
 from personagraph.runs.simulate import (
     DEFAULT_AGENT,
@@ -129,7 +130,8 @@ def simulate_command(
     ),
     no_judge: bool = typer.Option(False, "--no-judge", help="Run the conversations without judges."),
     sessions: int = typer.Option(1, "--sessions", "-k", min=1, max=10_000, help="Sessions to run."),
-    concurrency: int = typer.Option(8, min=1, max=1024, help="Sessions in flight and requests per endpoint."),
+    concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY,
+                                    help="Sessions in flight and requests per endpoint."),
     run_dir: Path = typer.Option(
         Path("runs/simulate"), "--run-dir", help="Where results go; reuse it to resume."
     ),

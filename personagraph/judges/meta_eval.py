@@ -69,6 +69,7 @@ from personagraph.judges.stats import (
     spearman_difference,
 )
 from personagraph.models import ModelClient
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.records import register_record_type
 from personagraph.resources import list_dir, read_yaml
 from personagraph.schemas import Seed, short_id
@@ -460,7 +461,7 @@ class MetaEvalConfig(BaseModel):
     judges: list[str] = Field(min_length=1)
     criteria: list[str] | None = None  # restrict to these criterion names
     rubric_files: list[str] = Field(default_factory=list)
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     seed: Seed = 0
     n_resamples: int = Field(1000, ge=100, le=100_000)
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge

@@ -18,6 +18,9 @@ DEFAULT_TIMEOUT_S = 60.0
 transient fault, retried. A hosted model answers a persona turn or a verdict in seconds; 120 s per attempt,
 times 6 attempts, let one stalled connection hold a run for 12 minutes."""
 MAX_TIMEOUT_S = 3600.0
+MAX_CONCURRENCY = 4096
+"""The most calls, personas or sessions any run keeps in flight (``--concurrency``, an endpoint's
+``concurrency=``): past it, sockets and pending tasks cost more than the waiting they save."""
 
 
 class Endpoint(BaseModel):
@@ -27,7 +30,7 @@ class Endpoint(BaseModel):
     name: str = Field(pattern=_NAME.pattern)
     url: str = Field(pattern=r"^https?://")
     key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's name
-    concurrency: int | None = Field(None, ge=1, le=1024)
+    concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
 
     @field_validator("url")
     @classmethod
@@ -91,7 +94,7 @@ class ModelSettings(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1, le=32768)
     seed: int = 0
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)  # per attempt at an API endpoint
     max_retry_after_s: float = Field(60.0, ge=0)  # a server's Retry-After is obeyed up to this long
     retry_attempts: int = Field(6, ge=1, le=100)  # attempts per call at transient errors (1: no retry)

@@ -27,6 +27,7 @@ from personagraph.judges.protocols import reads_exemplars
 from personagraph.judges.scoring import score_items, summarize_scores, used_score_kind
 from personagraph.models import ModelSettings, parse_spec
 from personagraph.models.engine import start_engines
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
@@ -66,7 +67,7 @@ class EvalConfig(BaseModel):
     environments: int = Field(5, ge=1, le=50)
     shortlist: int = Field(0, ge=0, le=1000)  # selector shown the N nearest (0: all; ≤ environments: none)
     questions_per_task: int = Field(2, ge=1, le=50)
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     seed: Seed = 0
     allow_self_judging: bool = False
     persona_temperature: float = Field(0.7, ge=0, le=2)

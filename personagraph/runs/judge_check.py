@@ -53,6 +53,7 @@ from personagraph.judges.validity import (
     verdict_id,
 )
 from personagraph.models import ModelClient, ModelSettings, parse_spec
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.models.spec import DEFAULT_JUDGE
 from personagraph.prompts import load_prompt
 from personagraph.records import register_record_type
@@ -88,7 +89,7 @@ class JudgeCheckConfig(BaseModel):
     variants: list[VariantKind] = Field(default_factory=lambda: list(VARIANT_KINDS))
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
     rubric_files: list[str] = Field(default_factory=list)  # user rubrics an items file's criteria may name
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     seed: Seed = 0
     retry_failed: bool = True  # a resumed run builds failed variants and asks failed verdicts again
     n_resamples: int = Field(1000, ge=100, le=100_000)

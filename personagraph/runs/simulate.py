@@ -79,6 +79,7 @@ from personagraph.judges.session import (
     turn_numbers,
 )
 from personagraph.models import DEFAULT_JUDGE, DEFAULT_MODEL, ModelClient, ModelSettings, parse_spec
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.personas import parse_persona
 from personagraph.prompts import load_prompt
 from personagraph.records import SessionRetryRecord, register_record_type
@@ -118,7 +119,7 @@ class SimulateConfig(BaseModel):
     adversarial: bool = False
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
     sessions: int = Field(1, ge=1, le=10_000)
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     seed: Seed = 0
     allow_self_judging: bool = False
     agent_temperature: float = Field(0.7, ge=0, le=2)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from personagraph.cli import app
+from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.environments.benchmark import load_benchmark
 from personagraph.errors import PersonagraphError
 from personagraph.runs.eval import EvalConfig
@@ -95,12 +96,13 @@ def test_bad_persona_files_exit_2_with_one_line(tmp_path: Path, kind: str, noise
 # --- option values -----------------------------------------------------------------------------------
 @FAST
 @given(option=st.sampled_from(["--concurrency", "--environments", "--questions-per-task", "--seed"]),
-       value=st.one_of(st.integers(max_value=0), st.integers(min_value=2000), st.text(max_size=8)))
+       value=st.one_of(st.integers(max_value=0), st.integers(min_value=MAX_CONCURRENCY + 1),
+                       st.text(max_size=8)))
 def test_bad_option_values_exit_2_without_traceback(tmp_path: Path, option: str, value: object) -> None:
     if option == "--seed" and isinstance(value, int):
         return  # any integer is a valid seed
     if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
-        if option != "--concurrency" or 1 <= int(value) <= 1024:
+        if option != "--concurrency" or 1 <= int(value) <= MAX_CONCURRENCY:
             return  # a number: the integer cases cover it (and " 1" is a valid concurrency)
     code, output = invoke(["eval", "--persona", "A cowboy", *MODELS, option, str(value),
                            "--run-dir", str(tmp_path / "run")])
