@@ -156,17 +156,17 @@ async def _read_judge(
         examples = None  # judged as the protocol was measured (see protocols.PROTOCOLS)
     if protocol.dialogue_lines and question:
         question = recent_dialogue(question, protocol.dialogue_lines)
-    shown = persona or "(not given)"
+    shown, asked = persona or "(not given)", question
     if checks and all(check.gate for check in checks):
-        # Gates ask whether the response breaks character: they need to know who is played, not every
-        # fact, and a long role-play profile would otherwise cost a verdict its largest prompt twice
-        # (the likelihood passes read it whole).
-        shown = persona_facts(shown)[0]
+        # Gates ask whether the response breaks character: they need to know who is played and what it
+        # answers, not every fact or the whole dialogue, and a long role-play would otherwise cost a
+        # verdict its largest prompt twice (the likelihood passes read it whole).
+        shown, asked = persona_facts(shown)[0], recent_dialogue(question, 1) if question else question
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),
         persona=fence("PERSONA", persona_text(protocol, shown)),
-        question=fence("QUESTION", question or "(not given)"),
+        question=fence("QUESTION", asked or "(not given)"),
         exemplars=(fence("EXAMPLES", examples) if examples
                    else "(no examples available: rely on the rubric alone)"),
         answer=fence("RESPONSE", response),

@@ -346,10 +346,11 @@ async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
     assert failed.error == "likelihood features: the engine is gone"
 
 
-async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact(
+async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact_and_the_last_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Whether a response breaks character needs who is played, not every fact of a long profile."""
+    """Whether a response breaks character needs who is played and what it answers, not every fact of a
+    long profile or the whole dialogue."""
     text_only = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
                               intercept=0.0)
     _fitted(monkeypatch, text_only)
@@ -363,13 +364,15 @@ async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact(
 
     monkeypatch.setattr(judge, "structured", recorded)
     persona = "I am a nurse. I live in Ohio. I have two cats."
+    dialogue = "User1: Hi!\nUser2: Hello.\nUser1: What is your job?"
     for protocol in ("evidence", "checklist"):
         scored = await score_response(judge, load_rubric("persona_consistency"), persona=persona,
-                                      question="Job?", response="I nurse.", protocol=protocol)
+                                      question=dialogue, response="I nurse.", protocol=protocol)
         assert scored.status == "ok"
     gates_only, every_check = prompts
     assert "1. I am a nurse." in gates_only and "Ohio" not in gates_only and "q2." not in gates_only
-    assert "3. I have two cats." in every_check
+    assert "User1: What is your job?" in gates_only and "Hello." not in gates_only
+    assert "3. I have two cats." in every_check and "User2: Hello." in every_check
 
 
 def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
