@@ -6,19 +6,23 @@ from personagraph.agents.base import Agent
 from personagraph.judges.refusal import detect_refusal
 from personagraph.models import Completion, ModelClient
 from personagraph.prompts import load_prompt, render
+from personagraph.resources import read_yaml
 from personagraph.schemas import Answer, Question, short_id
 
 
 class PersonaAgent:
-    """Answers as ``persona`` using the system prompt in ``prompts/persona.yaml`` (or ``system_prompt``)."""
+    """Answers as ``persona`` using the system prompt in ``prompts/persona.yaml`` (or ``system_prompt``);
+    ``brief`` adds that file's ``brief`` line, asking for two or three sentences."""
 
-    def __init__(self, client: ModelClient, system_prompt: str | None = None) -> None:
+    def __init__(self, client: ModelClient, system_prompt: str | None = None, *, brief: bool = False) -> None:
         self.client = client
         self.name = client.name
         self.system_prompt = system_prompt or load_prompt("persona").system
+        self.brief = str(read_yaml("prompts/persona.yaml")["brief"]).strip() if brief else ""
 
     async def respond(self, persona: str, messages: list[dict[str, str]]) -> Completion:
-        system = {"role": "system", "content": render(self.system_prompt, {"persona": persona}).strip()}
+        text = render(self.system_prompt, {"persona": persona}).strip()
+        system = {"role": "system", "content": f"{text} {self.brief}" if self.brief else text}
         return await self.client.complete([system, *messages])
 
 

@@ -62,13 +62,17 @@ def eval_command(
     max_answer_tokens: int | None = typer.Option(
         None, "--max-answer-tokens", min=16, max=8192,
         help=f"Longest answer, in tokens (default {default_of(EvalConfig, 'max_answer_tokens')})."),
+    brief_answers: bool | None = typer.Option(
+        None, "--brief-answers/--full-answers",
+        help="Ask model agents for two or three sentences, so answers end within a short --max-answer-tokens "
+             "(on with --quick)."),
     concurrency: int = typer.Option(8, min=1, max=MAX_CONCURRENCY,
                                     help="Personas in flight and requests per model endpoint."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", help="Where results go; reuse it to resume."),
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
     quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
-                               f"answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
+                               f"brief answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
                                "explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     retry_failed: bool = RETRY_FAILED_OPTION,
@@ -119,7 +123,8 @@ def eval_command(
         options = {"models": model + agent or None, "judges": judge or None, "generator": generator,
                    "environments": environments, "questions_per_task": questions_per_task,
                    "shortlist": shortlist,
-                   "persona_temperature": persona_temperature, "max_answer_tokens": max_answer_tokens}
+                   "persona_temperature": persona_temperature, "max_answer_tokens": max_answer_tokens,
+                   "brief_answers": brief_answers}
         fields |= {name: value for name, value in options.items() if value is not None}
         config = make_config(EvalConfig, **fields, concurrency=concurrency, seed=seed, quick=quick,
                              allow_self_judging=allow_self_judging, retry_failed=retry_failed,

@@ -44,10 +44,10 @@ KIND = "eval"
 # most 128 tokens, the first judge). The selector call stays (without it the run was not faster), and the
 # answer cap is the run's critical path on 2 cores: each answer's verdict starts only after it
 # (docs/benchmarks.md#quick-run).
-QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128}
+QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128, "brief_answers": True}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults
-ADDED_WORK: dict[str, Any] = {"controls": False, "samples": 1}
+ADDED_WORK: dict[str, Any] = {"controls": False, "samples": 1, "brief_answers": False}
 STAGES = ("select", "questions", "answers", "exemplars", "verdicts")  # the graph's items, in order
 
 
@@ -72,6 +72,7 @@ class EvalConfig(BaseModel):
     allow_self_judging: bool = False
     persona_temperature: float = Field(0.7, ge=0, le=2)
     max_answer_tokens: int = Field(256, ge=16, le=8192)
+    brief_answers: bool = False  # model agents are asked for two or three sentences (prompts/persona.yaml)
     quick: bool = False  # the QUICK preset for every field above that is not given
     retry_failed: bool = True  # a resumed run retries the failed items (False keeps them failed)
     retry_permanent: bool = False  # ... and the permanent ones too: their stored replies are asked again

@@ -220,12 +220,34 @@ async def test_a_stored_unusable_reply_is_a_permanent_failure_and_not_retried(ru
 
 def test_the_quick_preset_fills_only_what_was_not_given() -> None:
     quick = EvalConfig(personas=["A nurse"], judges=["test:j1", "test:j2"], quick=True)
-    preset = (quick.environments, quick.questions_per_task, quick.shortlist, quick.max_answer_tokens)
-    assert preset == (3, 1, 20, 128)
+    preset = (quick.environments, quick.questions_per_task, quick.shortlist, quick.max_answer_tokens,
+              quick.brief_answers)
+    assert preset == (3, 1, 20, 128, True)
     assert quick.judges == ["test:j1"]
-    given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2)
-    assert (given.max_answer_tokens, given.environments) == (512, 2)
-    assert EvalConfig(personas=["A nurse"]).max_answer_tokens == 256  # not quick: the full default
+    given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2, brief_answers=False)
+    assert (given.max_answer_tokens, given.environments, given.brief_answers) == (512, 2, False)
+    full = EvalConfig(personas=["A nurse"])  # not quick: the full defaults
+    assert (full.max_answer_tokens, full.brief_answers) == (256, False)
+
+
+async def test_brief_answers_ask_the_model_agents_for_two_or_three_sentences(run_dir: Path) -> None:
+    """With ``brief_answers`` (the quick preset) every answer call of a model agent asks for a short reply, so
+    answers end within the preset's token cap; without it the agent sees PersonaGym's prompt unchanged."""
+    systems: list[str] = []
+
+    def agent(messages: list[dict], schema: dict | None) -> str:
+        systems.append(messages[0]["content"])
+        return "I would saddle up."
+
+    register_script("brief-agent", agent)
+    for brief in (True, False):
+        config = _config(personas=[COWBOY], models=["test:brief-agent"], judges=["test:judge"],
+                         generator="test:gen", brief_answers=brief)
+        summary = await run_eval(config, run_dir / str(brief))
+        assert summary.exit_code == 0
+    asked, plain = systems[:len(systems) // 2], systems[len(systems) // 2:]
+    assert asked and all(s.endswith("persona. Reply in two or three short sentences.") for s in asked)
+    assert plain and all(s.endswith("abilities of this persona.") for s in plain)
 
 
 async def test_answers_that_used_the_whole_answer_budget_are_counted_and_shown(run_dir: Path) -> None:

@@ -91,7 +91,8 @@ def build_context(
                     temperature=config.persona_temperature,
                     max_tokens=config.max_answer_tokens,
                     seed=sample_seed(settings.seed, sample),
-                )
+                ),
+                brief=config.brief_answers,
             )
             for spec in config.models
             if spec not in named
