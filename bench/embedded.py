@@ -14,7 +14,7 @@ tree, and of its proportional share (PSS: a page two processes map, such as a mo
     .venv/bin/python bench/embedded.py [--persona "…"] [--meta-items 10] [--install]
 
 Every figure line carries the machine (``lscpu``'s model and flags of note) and the load average at its
-start and end. Lines: ``quick_run_s <s>``, ``peak_rss_mb <quick run> <meta-eval>`` (tree),
+start and end. Lines: ``quick_run_s <s> answers_cut <cut>/<answers>``, ``peak_rss_mb <quick run> <meta-eval>`` (tree),
 ``install_s <s>``.
 """
 
@@ -128,6 +128,15 @@ def quick_run(work: Path, persona: str) -> Measured:
                     str(work / "quick")], env=_env())
 
 
+def answers_cut(run_dir: Path) -> str:
+    """``cut/answers`` of a finished eval: answers the token limit stopped, of all answers."""
+    try:
+        models = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["models"].values()
+    except (OSError, ValueError, KeyError):
+        return "unknown (no summary)"
+    return f"{sum(m['answers_at_token_limit'] for m in models)}/{sum(m['answers'] for m in models)}"
+
+
 def meta_eval(work: Path, items: int) -> Measured:
     """The default embedded judge on the ``items`` USR replies with the longest contexts."""
     rows = [json.loads(line) for line in (DEV / "usr_overall.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -168,6 +177,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pg-bench-embedded-") as tmp:
         work = Path(tmp)
         quick = quick_run(work, args.persona)
+        cut = answers_cut(work / "quick")
         print(_line("quick run", quick), flush=True)
         tail = [line for line in quick.output.splitlines() if line.strip()][-12:]
         print("\n".join(f"    | {line}" for line in tail), flush=True)
@@ -178,8 +188,8 @@ def main() -> None:
         if installed is not None:
             print(_line("install", installed[0]) + f"; {installed[1] / 1e9:.2f} GB written outside the venv",
                   flush=True)
-    print(f"quick_run_s {quick.wall_s:.1f} (exit {quick.exit_code}; {machine()}; load {quick.loads[0]} → "
-          f"{quick.loads[1]})")
+    print(f"quick_run_s {quick.wall_s:.1f} answers_cut {cut} (exit {quick.exit_code}; {machine()}; load "
+          f"{quick.loads[0]} → {quick.loads[1]})")
     print(f"peak_rss_mb {quick.peak_rss_mb:.0f} {meta.peak_rss_mb if meta else float('nan'):.0f} "
           f"(quick run, meta-eval; summed over the process tree; load {load_average()})")
     if installed is not None:
