@@ -56,9 +56,11 @@ SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary 
 # ~115 MB a slot for the 1.5B model.
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 # Host memory for prompts the server keeps beyond its slots (llama.cpp's prompt cache; its default is 8 GiB):
-# the slots' own KV already holds the prefix a verdict's calls share, and an embedded run's whole process
-# tree is meant to fit in 2.5 GB (bench/embedded.py prints its peak).
-CACHE_RAM_MB = 256
+# none. The slots' own KV already holds the prefix a verdict's calls share (a judge prompt's persona block
+# opens with a tag hashed from its text, so prompts about different personas share only the instructions
+# before it), and an embedded run's whole process tree is meant to fit in 2.5 GB (bench/embedded.py prints
+# its peak).
+CACHE_RAM_MB = 0
 CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
 # Weight repacking ("extra buffer types") is off. On the project's 2-core KVM Xeon with AMX (llama.cpp of
 # llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M) the AMX CPU variant died with SIGILL at start-up
