@@ -14,8 +14,8 @@ tree, and of its proportional share (PSS: a page two processes map, such as a mo
     .venv/bin/python bench/embedded.py [--persona "…"] [--meta-items 10] [--install]
 
 Every figure line carries the machine (``lscpu``'s model and flags of note) and the load average at its
-start and end. Lines: ``quick_run_s <s> answers_cut <cut>/<answers>``, ``peak_rss_mb <quick run> <meta-eval>`` (tree),
-``install_s <s>``.
+start and end. Lines: ``quick_run_s <s> answers_cut <cut>/<answers>``, ``peak_rss_mb <quick run>
+<meta-eval>`` (tree), ``install_s <s>``.
 """
 
 from __future__ import annotations

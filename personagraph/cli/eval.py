@@ -72,8 +72,8 @@ def eval_command(
     seed: int = typer.Option(0, help="Seed for sampling and statistics."),
     quick: bool = typer.Option(False, "--quick", help=f"Small run: {QUICK['environments']} environments from a "
                                f"shortlist of {QUICK['shortlist']}, {QUICK['questions_per_task']} question per task, "
-                               f"brief answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge (flags given "
-                               "explicitly win)."),
+                               f"brief answers of at most {QUICK['max_answer_tokens']} tokens, 1 judge "
+                               "(flags given explicitly win)."),
     allow_self_judging: bool = typer.Option(False, "--allow-self-judging", help="Let a model judge its own answers."),
     retry_failed: bool = RETRY_FAILED_OPTION,
     retry_permanent: bool = RETRY_PERMANENT_OPTION,

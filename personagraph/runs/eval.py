@@ -40,11 +40,12 @@ from personagraph.schemas import TASK_NAMES, Answer, Persona, Seed, Verdict
 from personagraph.store import RunStore
 
 KIND = "eval"
-# ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, answers of at
-# most 128 tokens, the first judge). The selector call stays (without it the run was not faster), and the
-# answer cap is the run's critical path on 2 cores: each answer's verdict starts only after it
-# (docs/benchmarks.md#quick-run).
-QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128, "brief_answers": True}
+# ``quick=True``: a small run (3 environments from a shortlist of 20, 1 question per task, brief answers of
+# at most 128 tokens, the first judge). The selector call stays (without it the run was not faster), and the
+# answer cap is the run's critical path on 2 cores: each answer's verdict starts only after it; asked for
+# two or three sentences, the answers end before the cap instead of being cut (docs/benchmarks.md#quick-run).
+QUICK = {"environments": 3, "questions_per_task": 1, "shortlist": 20, "max_answer_tokens": 128,
+         "brief_answers": True}
 PROMPTS = ("persona", "select_environments", "generate_questions", "exemplars", "judge")
 # fields added after runs existed, that add work: left out of the fingerprint at these defaults
 ADDED_WORK: dict[str, Any] = {"controls": False, "samples": 1, "brief_answers": False}

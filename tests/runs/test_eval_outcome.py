@@ -224,7 +224,8 @@ def test_the_quick_preset_fills_only_what_was_not_given() -> None:
               quick.brief_answers)
     assert preset == (3, 1, 20, 128, True)
     assert quick.judges == ["test:j1"]
-    given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2, brief_answers=False)
+    given = EvalConfig(personas=["A nurse"], quick=True, max_answer_tokens=512, environments=2,
+                       brief_answers=False)
     assert (given.max_answer_tokens, given.environments, given.brief_answers) == (512, 2, False)
     full = EvalConfig(personas=["A nurse"])  # not quick: the full defaults
     assert (full.max_answer_tokens, full.brief_answers) == (256, False)
