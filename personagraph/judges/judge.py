@@ -161,7 +161,7 @@ async def _read_judge(
         # Gates ask whether the response breaks character: they need to know who is played and what it
         # answers, not every fact or the whole dialogue, and a long role-play would otherwise cost a
         # verdict its largest prompt twice (the likelihood passes read it whole).
-        shown, asked = persona_facts(shown)[0], recent_dialogue(question, 1) if question else question
+        shown, asked = persona_facts(shown)[0], recent_dialogue(question, 1)
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),

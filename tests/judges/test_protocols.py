@@ -537,7 +537,8 @@ def test_the_grounding_model_is_no_rubric_model(monkeypatch: pytest.MonkeyPatch)
 def test_a_check_read_from_the_response_cannot_be_a_gate(monkeypatch: pytest.MonkeyPatch, check) -> None:
     data = {"Expected Action": [check]}
     with _reading(monkeypatch, data, protocols_module._checklists):
-        with pytest.raises(PersonagraphError, match="Expected Action: a check read, not asked .* a name"):
+        expected = "Expected Action: a check read, not asked .* needs a name"
+        with pytest.raises(PersonagraphError, match=expected):
             checklist(load_rubric("expected_action"))
 
 
