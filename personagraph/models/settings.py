@@ -20,7 +20,8 @@ times 6 attempts, let one stalled connection hold a run for 12 minutes."""
 MAX_TIMEOUT_S = 3600.0
 MAX_CONCURRENCY = 4096
 """The most calls, personas or sessions any run keeps in flight (``--concurrency``, an endpoint's
-``concurrency=``): past it, sockets and pending tasks cost more than the waiting they save."""
+``concurrency=``): twice the largest level ``bench/throughput.py`` measures, a bound a mistyped value meets
+before it opens that many sockets."""
 
 
 class Endpoint(BaseModel):
