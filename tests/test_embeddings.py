@@ -21,25 +21,38 @@ def test_threads_share_the_encoder(monkeypatch) -> None:
 
 
 def test_a_small_batch_is_encoded_on_one_thread_and_the_threads_are_restored(monkeypatch) -> None:
-    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> int:
+        return max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
 
     seen: list[int] = []
     encoder = embeddings.load_encoder()
     real = encoder.encode
 
     def spy(texts, **kwargs):
-        seen.append(torch.get_num_threads())
+        seen.append(blas_threads())
         return real(texts, **kwargs)
 
     monkeypatch.setattr(encoder, "encode", spy)
-    torch.set_num_threads(2)
-    embeddings.clear_cache()
-    embeddings.encode(["a few words", "a verdict's texts"])
-    embeddings.encode([f"bulk sentence number {i}" for i in range(embeddings.ONE_THREAD_BELOW)])
-    assert seen == [1, 2]  # a verdict's few texts on one thread, a bulk encode on torch's threads
-    assert torch.get_num_threads() == 2
+    with threadpool_limits(2, user_api="blas"):
+        embeddings.clear_cache()
+        embeddings.encode(["a few words", "a verdict's texts"])
+        embeddings.encode([f"bulk sentence number {i}" for i in range(embeddings.ONE_THREAD_BELOW)])
+        assert seen == [1, 2]  # a verdict's few texts on one thread, a bulk encode on every BLAS thread
+        assert blas_threads() == 2
     embeddings.encode(["a few words"])  # cached: clear_cache forgot it, encode remembered it again
     assert len(seen) == 2
+
+
+def test_the_packaged_encoder_needs_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from personagraph import embeddings; embeddings.encode(['a cowboy']); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"  # ~180 MB and ~1 s of start-up that an eval does not pay
 
 
 def test_a_corpus_is_encoded_once_and_read_back_from_disk(tmp_path, monkeypatch) -> None:
