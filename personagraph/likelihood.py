@@ -37,11 +37,13 @@ from personagraph.models.weights import is_installed
 PACKAGED_LM = "qwen2.5-coder-1.5b"
 """The embedded model whose likelihoods the judge's features read: the judge's own."""
 MAX_TOKENS = 2048  # a prefix is cut from its start to keep prefix + continuation within this many tokens
-MAX_CONTINUATION = 64
+MAX_CONTINUATION = 32
 """Tokens of a continuation scored: a longer reply is scored on its start. Each scored token is one decode
 step of the engine (~0.1 s on 2 cores for the 1.5B, shared by the replies in flight), where a prompt's
-tokens are read ~13 times faster; dialogue replies are shorter than this (USR PersonaChat ~15 tokens,
-CharacterBench ~25), and an answer shows its persona, or contradicts it, from its first sentences."""
+tokens are read ~13 times faster. The fitted model that reads these scores (``judges/evidence.yaml``) was
+fitted on USR PersonaChat replies of at most 23 tokens; an eval's answers run to 40–100, and an answer shows
+its persona, or contradicts it, from its first sentences (the effect on every dev file:
+docs/benchmarks.md#fitting-the-evidence-model)."""
 
 MODEL_ENV = "PERSONAGRAPH_LIKELIHOOD_MODEL"
 TEST_LM = "test"

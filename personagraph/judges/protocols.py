@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.rubrics import Rubric
+from personagraph.likelihood import MAX_CONTINUATION
 from personagraph.models.openai_http import TokenLogprobs
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash, read_yaml
@@ -77,9 +78,11 @@ class Protocol:
     @property
     def version(self) -> str:
         """Identifies what the judge is asked and how its reply is scored (hashed into verdict ids and run
-        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights."""
+        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights and the reply tokens
+        its likelihoods read."""
         extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
-        extra += f"-{data_hash(EVIDENCE_FILE)}-{load_prompt('character_fit').version}" if self.weighed else ""
+        if self.weighed:
+            extra += f"-{data_hash(EVIDENCE_FILE)}-{load_prompt('character_fit').version}-t{MAX_CONTINUATION}"
         extra += f"-last{self.dialogue_lines}" if self.dialogue_lines else ""
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
