@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import sys
 import tempfile
 import time
@@ -66,6 +65,7 @@ from personagraph.cli.eval import _fast_event_loop  # noqa: E402
 from personagraph.embeddings import clear_cache  # noqa: E402
 from personagraph.judges.protocols import default_protocol  # noqa: E402
 from personagraph.models import ModelSettings  # noqa: E402
+from personagraph.runs.base import settle_collector  # noqa: E402
 from personagraph.runs.eval import EvalConfig  # noqa: E402
 from personagraph.runs.eval import run as run_eval  # noqa: E402
 
@@ -125,7 +125,7 @@ async def bench(
     server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int, protocol: str,
 ) -> None:
     await one_run(server, personas(2, offset=5000), 8, protocol)  # warm-up: imports, connections, caches
-    gc.freeze()  # as `personagraph eval` does once its imports are done
+    settle_collector()  # as `personagraph eval` does once its imports are done
     print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own "
           f"process, judge protocol {protocol}")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+
 import numpy as np
 
 from personagraph.errors import PersonagraphError
@@ -116,7 +117,7 @@ class BertEncoder:
             scale = 1 / np.sqrt((centred * centred).mean(-1, keepdims=True) + np.float32(self._eps))
             return centred * scale * w[name + ".weight"] + w[name + ".bias"]
 
-        def heads(value: np.ndarray) -> np.ndarray:  # (batch, width, dimension) -> (batch, heads, width, head)
+        def heads(value: np.ndarray) -> np.ndarray:  # (batch, width, dimension) -> (batch, heads, width, .)
             return value.reshape(batch, width, self._heads, head).transpose(0, 2, 1, 3)
 
         x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:width]
@@ -131,7 +132,8 @@ class BertEncoder:
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             context = (scores / scores.sum(-1, keepdims=True)) @ v
             context = context.transpose(0, 2, 1, 3).reshape(batch, width, self.dimension)
-            x = norm(f"{layer}attention.output.LayerNorm", linear(f"{layer}attention.output.dense", context) + x)
+            attended = linear(f"{layer}attention.output.dense", context) + x
+            x = norm(f"{layer}attention.output.LayerNorm", attended)
             hidden = linear(f"{layer}intermediate.dense", x)
             hidden = np.float32(0.5) * hidden * (1 + erf(hidden / np.float32(math.sqrt(2))))  # exact GELU
             x = norm(f"{layer}output.LayerNorm", linear(f"{layer}output.dense", hidden) + x)

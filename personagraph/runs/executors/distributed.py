@@ -23,7 +23,6 @@ at once and each task's endpoint limiter gets ``C // tasks`` (at least 1).
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 from dataclasses import astuple
@@ -33,6 +32,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter, ModelSettings
 from personagraph.models.openai_http import close_sessions
+from personagraph.runs.base import settle_collector
 from personagraph.runs.executors.base import EvalJob, build_context, run_unit, unit_to_run
 from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
@@ -140,8 +140,8 @@ def run_persona_unit(
     Returns the task's meter (calls, cache hits, tokens, failures per role) for the driver's summary.
     """
     global _frozen
-    if not _frozen:  # see cli/eval.py: long-lived import-time objects out of the collector's way
-        gc.freeze()
+    if not _frozen:  # a worker process exists to run persona units
+        settle_collector()
         _frozen = True
     store = RemoteStore(actor)
     meter = Meter()
