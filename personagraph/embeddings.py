@@ -184,8 +184,9 @@ def _corpus_key(model_path: str, texts: list[str]) -> str:
 
 @contextmanager
 def _threads(count: int | None) -> Iterator[None]:
-    """The BLAS and OpenMP thread pools (numpy's OpenBLAS, torch's) limited to ``count`` for the block
-    (None: left as they are)."""
+    """The BLAS and OpenMP thread pools loaded when the first encode ran (numpy's OpenBLAS, and torch's
+    when a sentence-transformers folder had loaded it) limited to ``count`` for the block (None: left as
+    they are)."""
     if count is None:
         yield
         return

@@ -223,10 +223,9 @@ T = TypeVar("T")
 
 COLLECTOR_THRESHOLDS = (50_000, 20, 20)
 """Python's cyclic garbage collector for a long batch run (:func:`settle_collector`): a young-generation pass
-after 50,000 new container objects instead of 700, so a full pass over every open persona graph comes after
-20 × 20 of them. At 2,048 calls in flight (`bench/throughput.py --concurrency 2048 --personas 1200`, 2-core
-Xeon, load ~1) the default thresholds spent 24 s of a 51 s CPU budget in 35 full passes (1.10 ms of CPU per
-call); these spent 3.1 s (0.70 ms)."""
+after 50,000 new container objects instead of 700, so that full passes over every open persona graph, which
+stop the event loop, come rarely (at 2,048 calls in flight they were half the CPU per call:
+docs/benchmarks.md#throughput)."""
 
 
 def settle_collector() -> None:
