@@ -38,7 +38,7 @@ from personagraph.models import ModelSettings
 from personagraph.models.retry import set_wait_notice
 from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.redact import redact_text
-from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary
+from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary, settle_collector
 
 T = TypeVar("T")
 console = Console(highlight=False)
@@ -97,6 +97,7 @@ class _Terminated:
         async def main() -> T:
             self.task, self.loop = asyncio.current_task(), asyncio.get_running_loop()
             self.loop.set_default_executor(_CancellingExecutor())
+            settle_collector()  # a command's process exists to run it
             return await coroutine
 
         try:

@@ -31,7 +31,7 @@ from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.personas import load_personas
 from personagraph.report.sections import control_lines, controls_table, samples_table
 from personagraph.report.view import render_summary, rich_table
-from personagraph.runs.base import make_config, settle_collector
+from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
 from personagraph.runs.eval import run as run_eval
 from personagraph.terminal import plain
@@ -104,7 +104,6 @@ def eval_command(
     """Evaluate how faithfully agents hold personas (PersonaGym), with an ensemble of judges."""
 
     async def body() -> EvalSummary:
-        settle_collector()
         sources = sum(bool(x) for x in (persona, personas, benchmark))
         if sources != 1:
             raise PersonagraphError("give exactly one of --persona, --personas FILE or --benchmark DIR")

@@ -231,7 +231,7 @@ docs/benchmarks.md#throughput)."""
 def settle_collector() -> None:
     """Readies this process's garbage collector for a long run: everything alive now (imports, models,
     prompts) is frozen out of its passes, and passes come less often (:data:`COLLECTOR_THRESHOLDS`).
-    For processes that exist to run batches (the CLI, a Ray worker); a library caller keeps its own."""
+    For processes that exist to run batches (a CLI command, a Ray worker); a library caller keeps its own."""
     gc.freeze()
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 

@@ -1,5 +1,6 @@
 """A batch process settles Python's garbage collector before its run: what exists is frozen out of the passes,
-and passes come at personagraph's thresholds (``runs.base.settle_collector``), not at the default 700."""
+and passes come at personagraph's thresholds (``runs.base.settle_collector``), not at the default 700;
+every CLI command that runs an event loop does it first."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from personagraph.cli import app
-from personagraph.cli import eval as eval_cli
+from personagraph.cli import _common
 from personagraph.runs.base import COLLECTOR_THRESHOLDS, settle_collector
 
 
@@ -33,11 +34,13 @@ def test_settling_freezes_what_exists_and_raises_the_thresholds(collector) -> No
     assert gc.get_freeze_count() >= len(alive)
 
 
-def test_eval_settles_the_collector_before_its_run(tmp_path: Path, monkeypatch, collector) -> None:
+@pytest.mark.parametrize("args", [
+    ["eval", "-m", "test:agent", "-j", "test:judge", "--persona", "A cowboy", "--quick"],
+    ["simulate", "--model", "test:agent", "--user-model", "test:user", "--no-judge", "--persona", "A cowboy"],
+])
+def test_a_command_settles_the_collector_before_its_run(tmp_path: Path, monkeypatch, collector, args) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(eval_cli, "settle_collector", lambda: calls.append("settled"))
-    args = ["eval", "-m", "test:agent", "-j", "test:judge", "--persona", "A cowboy", "--quick",
-            "--run-dir", str(tmp_path / "run")]
-    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    monkeypatch.setattr(_common, "settle_collector", lambda: calls.append("settled"))
+    result = CliRunner().invoke(app, [*args, "--run-dir", str(tmp_path / "run")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert calls == ["settled"]
