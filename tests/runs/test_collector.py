@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from personagraph.cli import app
-from personagraph.cli import _common
+from personagraph.cli import _common, app
 from personagraph.runs.base import COLLECTOR_THRESHOLDS, settle_collector
 
 
