@@ -26,7 +26,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel, ValidationError
 
 from personagraph.models import openai_http, tracing
-from personagraph.models.engine import EngineFailed, engine_for
+from personagraph.models.engine import EngineFailed, engine_for, explain_refusal
 from personagraph.models.factory import Route, resolve_route
 from personagraph.models.openai_http import ChatReply, TokenLogprobs, parse_logprobs
 from personagraph.models.retry import WAIT_NOTICE_S, RetryPolicy, classify, notify_wait
@@ -548,7 +548,10 @@ class ModelClient:
         body = {"model": self.spec.name, "messages": messages, **params}
         reply: ChatReply
         if self._engine is not None:  # no timeout: a dead engine drops the connection, a busy one is slow
-            reply = await openai_http.chat_completion(await self._engine.base_url(), "", body, timeout_s=None)
+            try:
+                reply = await openai_http.chat_completion(await self._engine.base_url(), "", body, timeout_s=None)
+            except openai_http.PermanentModelError as exc:
+                raise openai_http.PermanentModelError(explain_refusal(str(exc))) from None
         elif self.route.rules.transport == "scripted":
             reply = await scripted_call(self.spec.name, body)
         else:

@@ -61,7 +61,9 @@ SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 # before it), and an embedded run's whole process tree is meant to fit in 2.5 GB (bench/embedded.py prints
 # its peak).
 CACHE_RAM_MB = 0
-CTX_PER_SLOT = int(os.environ.get("PERSONAGRAPH_N_CTX", "4096"))
+CTX_ENV = "PERSONAGRAPH_N_CTX"
+CTX_PER_SLOT = int(os.environ.get(CTX_ENV, "4096"))
+_CONTEXT_EXCEEDED = "exceeds the available context size"  # llama-server's refusal of a too-long request
 # Weight repacking ("extra buffer types") is off. On the project's 2-core KVM Xeon with AMX (llama.cpp of
 # llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M) the AMX CPU variant died with SIGILL at start-up
 # with it, as llama-cpp-python crashed in llama_decode (issue 13); the build now carries no AMX variant
@@ -91,6 +93,14 @@ class EngineFailed(PersonagraphError):
 
     A PersonagraphError on purpose: the model layer lets it through, so the run stops with its one
     line (every finished call is already stored) instead of failing each remaining call."""
+
+
+def explain_refusal(message: str) -> str:
+    """A server's error message, with what to change when it refused a request longer than a slot holds."""
+    if _CONTEXT_EXCEEDED not in message:
+        return message
+    return (f"{message} (an embedded model's slot holds {CTX_PER_SLOT} tokens: set ${CTX_ENV} to more; "
+            f"each of its {SLOTS} slots then keeps a larger KV cache in memory)")
 
 
 def server_path() -> Path:

@@ -240,3 +240,22 @@ def test_nothing_is_left_running_when_the_parent_exits_or_is_killed(
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+async def test_a_request_longer_than_a_slot_fails_saying_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    refusal = ("HTTP 400: request (5012 tokens) exceeds the available context size (4096 tokens), "
+               "try increasing it")
+
+    async def refusing_chat(base_url: str, api_key: str, body: dict[str, Any], *, timeout_s: float | None) -> Any:
+        raise openai_http.PermanentModelError(refusal)
+
+    async def fake_url(self: Any) -> str:
+        return "http://127.0.0.1:5555/v1"
+
+    monkeypatch.setattr(openai_http, "chat_completion", refusing_chat)
+    monkeypatch.setattr(engine_module.Engine, "base_url", fake_url)
+    reply = await ModelClient.create(f"local:{MODEL}", "persona").complete(HOWDY)
+    assert not reply.ok and reply.error is not None
+    assert refusal in reply.error and f"${engine_module.CTX_ENV}" in reply.error  # what to set, and the cost
+    assert f"holds {engine_module.CTX_PER_SLOT} tokens" in reply.error and "\n" not in reply.error
+    assert engine_module.explain_refusal("HTTP 401: bad key") == "HTTP 401: bad key"  # other errors unchanged
