@@ -246,7 +246,7 @@ async def test_a_request_longer_than_a_slot_fails_saying_what_to_set(monkeypatch
     refusal = ("HTTP 400: request (5012 tokens) exceeds the available context size (4096 tokens), "
                "try increasing it")
 
-    async def refusing_chat(base_url: str, api_key: str, body: dict[str, Any], *, timeout_s: float | None) -> Any:
+    async def refusing_chat(base_url: str, api_key: str, body: dict[str, Any], **_: Any) -> Any:
         raise openai_http.PermanentModelError(refusal)
 
     async def fake_url(self: Any) -> str:
