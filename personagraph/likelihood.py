@@ -265,7 +265,7 @@ async def _tokenize(name: str, text: str) -> list[int]:
 async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
     """``body`` posted to ``path`` of the model's engine, a transient fault (a dropped connection, an engine
     restarted on another port) retried as the model layer retries calls (:class:`RetryPolicy`)."""
-    from personagraph.models.engine import engine_for
+    from personagraph.models.engine import engine_for, explain_refusal
     from personagraph.models.openai_http import PermanentModelError, post_json
     from personagraph.models.retry import RetryPolicy, TransientModelError
 
@@ -275,7 +275,8 @@ async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
         try:
             return await post_json(root + path, body, timeout_s=TIMEOUT_S)
         except PermanentModelError as exc:
-            raise LikelihoodError(f"scoring a text on the engine failed: {exc}") from None
+            reason = explain_refusal(str(exc))
+            raise LikelihoodError(f"scoring a text on the engine failed: {reason}") from None
         except TransientModelError as exc:
             if attempt + 1 == policy.attempts:
                 message = f"scoring a text on the engine failed {policy.attempts} times: {exc}"

@@ -166,6 +166,16 @@ async def test_a_transient_engine_fault_is_retried_on_the_engines_current_addres
     with pytest.raises(likelihood.LikelihoodError, match="scoring a text on the engine failed: HTTP 400"):
         await likelihood._tokenize(likelihood.PACKAGED_LM, "x")
 
+    async def too_long(url: str, body: dict, *, timeout_s: float) -> dict:
+        raise openai_http.PermanentModelError("HTTP 400: request (5012 tokens) exceeds the available context "
+                                              "size (4096 tokens), try increasing it")
+
+    ports = iter(["http://127.0.0.1:4/v1"])
+    monkeypatch.setattr(openai_http, "post_json", too_long)
+    advice = r"exceeds the available context.*\$PERSONAGRAPH_N_CTX"  # the same advice as a chat call's
+    with pytest.raises(likelihood.LikelihoodError, match=advice):
+        await likelihood._tokenize(likelihood.PACKAGED_LM, "x")
+
 
 async def test_a_yes_no_answer_is_asked_once_per_process(monkeypatch) -> None:
     """A verdict retried in the same process reads the character-fit answer it already has."""
