@@ -125,7 +125,7 @@ async def bench(
     server: ServerProcess, n_personas: int, delay: float, levels: list[int], sequential: int, protocol: str,
 ) -> None:
     await one_run(server, personas(2, offset=5000), 8, protocol)  # warm-up: imports, connections, caches
-    settle_collector()  # as `personagraph eval` does once its imports are done
+    settle_collector()  # as every CLI command does when its event loop starts
     print(f"throughput: {n_personas} personas, full pipeline, delay d = {delay:g}s, server in its own "
           f"process, judge protocol {protocol}")
     print(f"{'C':>5} {'personas':>8} {'calls':>6} {'wall s':>8} {'calls/s':>8} {'ideal C/d':>9} {'ratio':>6} "

@@ -14,7 +14,6 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -184,21 +183,15 @@ def _corpus_key(model_path: str, texts: list[str]) -> str:
 
 @contextmanager
 def _threads(count: int | None) -> Iterator[None]:
-    """The BLAS and OpenMP thread pools loaded when the first encode ran (numpy's OpenBLAS, and torch's
-    when a sentence-transformers folder had loaded it) limited to ``count`` for the block (None: left as
-    they are)."""
+    """The BLAS and OpenMP thread pools loaded in this process (numpy's OpenBLAS; torch's when a
+    sentence-transformers folder loaded it) limited to ``count`` for the block (None: left as they are)."""
     if count is None:
         yield
         return
-    with _thread_pools().limit(limits=count):
+    from threadpoolctl import threadpool_limits  # finds the pools loaded now (~0.1 ms)
+
+    with threadpool_limits(limits=count):
         yield
-
-
-@lru_cache(maxsize=1)
-def _thread_pools() -> Any:
-    from threadpoolctl import ThreadpoolController  # finds the loaded pools once
-
-    return ThreadpoolController()
 
 
 def clear_cache() -> None:
