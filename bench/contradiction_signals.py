@@ -42,7 +42,7 @@ from bench._harness import load_average, machine  # noqa: E402
 from bench.fit_evidence import CACHE as EVIDENCE_CACHE  # noqa: E402
 from bench.fit_evidence import DEV, Reply, features, load, rho_ci  # noqa: E402
 from personagraph.judges.features import BASELINES, Text, compute, last_turn, sentences  # noqa: E402
-from personagraph.judges.meta_eval import question_text  # noqa: E402
+from personagraph.judges.meta_eval import CriterionCatalogue, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EvidenceModel, evidence_model  # noqa: E402
 from personagraph.judges.rubrics import load_rubric  # noqa: E402
 from personagraph.judges.stats import spearman, spearman_difference  # noqa: E402
@@ -127,8 +127,6 @@ async def support(records: list[Record], cache: Path, in_flight: int = 8) -> np.
 def records(dev: Path, rubric_dev: Path) -> tuple[list[Reply], list[Record]]:
     """fit_evidence's graded replies (USR, CharacterBench attribute files), then the behaviour file's and
     rubric_dev's originals (``<id>``) and contradictions (``<id>-c``)."""
-    from personagraph.judges.meta_eval import CriterionCatalogue, load_items
-
     graded = load(dev)
     out = [Record(r.source, r.item.id, Text(r.item.persona, question_text(r.item), r.item.response),
                   r.human) for r in graded]
