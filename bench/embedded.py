@@ -4,8 +4,8 @@ Each measured command runs as a child process whose whole tree (personagraph and
 starts) is sampled from ``/proc``: the peak of the summed resident memory (RSS, ``status``, every 0.1 s)
 of the tree, and of its proportional share (PSS: a page two processes map, such as a model file, counted
 once; ``smaps_rollup``, every second). Reading ``smaps_rollup`` walks a process's page tables under its
-memory lock: read every 0.1 s from servers that map gigabytes, it made the quick run it measured ~10%
-slower.
+memory lock: read every 0.1 s from servers that map gigabytes, it slows the run it measures
+(docs/benchmarks.md#quick-run).
 
 1. **quick run**: ``personagraph eval --persona … --quick`` in a fresh run directory, engines started
    afresh (start-up and model loading included): wall time, calls, answers cut at the token limit.
