@@ -63,22 +63,14 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def _rss_kb(pid: int) -> int:
-    """Resident memory of one process in kB (its kernel counter, no page walk); 0 when it is gone."""
+def _proc_kb(pid: int, name: str, key: str) -> int:
+    """One ``key:`` of ``/proc/<pid>/<name>`` in kB; 0 when the process is gone. ``status``'s ``VmRSS`` is
+    a kernel counter; ``smaps_rollup``'s ``Pss`` is a page walk (:data:`PSS_EVERY`)."""
     try:
-        status = (Path("/proc") / str(pid) / "status").read_text()
+        text = (Path("/proc") / str(pid) / name).read_text()
     except OSError:
         return 0
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-
-
-def _pss_kb(pid: int) -> int:
-    """Proportional share of one process in kB (a page walk: :data:`PSS_EVERY`); 0 when it is gone."""
-    try:
-        rollup = (Path("/proc") / str(pid) / "smaps_rollup").read_text()
-    except OSError:
-        return 0
-    return next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return next((int(line.split()[1]) for line in text.splitlines() if line.startswith(f"{key}:")), 0)
 
 
 SAMPLE_S = 0.1
@@ -113,8 +105,8 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
         with_pss = sample % PSS_EVERY == 0
         sample += 1
         for pid in _tree(process.pid):
-            r = _rss_kb(pid)
-            rss, pss = rss + r, pss + (_pss_kb(pid) if with_pss else 0)
+            r = _proc_kb(pid, "status", "VmRSS")
+            rss, pss = rss + r, pss + (_proc_kb(pid, "smaps_rollup", "Pss") if with_pss else 0)
             if r > biggest[0]:
                 try:
                     name = (Path("/proc") / str(pid) / "comm").read_text().strip()
