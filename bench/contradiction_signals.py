@@ -114,12 +114,13 @@ async def support(records: list[Record], cache: Path, in_flight: int = 8) -> np.
                 out.write(json.dumps({"key": key, "p": known[key]}) + "\n")
         return known[key]
 
-    async def one(r: Record) -> float:
-        with_fact, without = questions(r.text)
-        return float(logit(await ask(with_fact)) - logit(await ask(without)))
+    async def one(with_fact: list[dict[str, str]], without: list[dict[str, str]]) -> float:
+        shown, bare = await asyncio.gather(ask(with_fact), ask(without))
+        return float(logit(shown) - logit(bare))
 
+    asked = [questions(r.text) for r in records]  # MiniLM on this thread, before the engine is asked
     try:
-        return np.array(await asyncio.gather(*(one(r) for r in records)))
+        return np.array(await asyncio.gather(*(one(*pair) for pair in asked)))
     finally:
         await close_sessions()
 
