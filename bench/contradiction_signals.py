@@ -40,13 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import load_average, machine  # noqa: E402
 from bench.fit_evidence import CACHE as EVIDENCE_CACHE  # noqa: E402
-from bench.fit_evidence import DEV, Reply, features, load, rho_ci  # noqa: E402
+from bench.fit_evidence import DEV, Reply, against_best, features, fit, load, predict, rho_ci  # noqa: E402
 from personagraph.judges.features import BASELINES, Text, compute, last_turn, sentences  # noqa: E402
 from personagraph.judges.meta_eval import CriterionCatalogue, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EvidenceModel, evidence_model  # noqa: E402
 from personagraph.judges.rubrics import load_rubric  # noqa: E402
-from personagraph.judges.stats import spearman, spearman_difference  # noqa: E402
-from personagraph.judges.validity import roc_auc  # noqa: E402
+from personagraph.judges.stats import spearman  # noqa: E402
+from personagraph.judges.validity import roc_auc, variant_stats  # noqa: E402
 
 RUBRIC_DEV = Path(__file__).resolve().parent / "rubric_dev" / "items.jsonl"
 BEHAVIOUR = "characterbench_behavior_consistency_human.jsonl"
@@ -142,28 +142,29 @@ def records(dev: Path, rubric_dev: Path) -> tuple[list[Reply], list[Record]]:
 
 def versus_baselines(score: np.ndarray, human: np.ndarray, baselines: dict[str, np.ndarray]) -> str:
     """ρ [CI], and its paired difference to the best baseline's ρ."""
-    best = max(baselines, key=lambda name: spearman(baselines[name], human))
-    d = spearman_difference(score, baselines[best], human, seed=0)
+    best, d = against_best(score, baselines, human, seed=0)
     rho, low, high = rho_ci(score, human, seed=0)
     return (f"ρ {rho:+.3f} [{low:+.3f}, {high:+.3f}]; − {best} ({spearman(baselines[best], human):+.3f})"
             f" {d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]")
 
 
-def fit_ones(x: np.ndarray, human: np.ndarray):  # noqa: ANN201 (a predictor)
-    """A logistic model of P(scored above 1) on standardised inputs."""
-    from sklearn.linear_model import LogisticRegression
-
-    mean, scale = x.mean(0), x.std(0)
-    scale[scale == 0] = 1.0
-    model = LogisticRegression(max_iter=1000).fit((x - mean) / scale, (human > 1).astype(int))
-    return lambda z: model.predict_proba((z - mean) / scale)[:, 1]
+def not_contradicting(x: np.ndarray, human: np.ndarray, scored: np.ndarray) -> np.ndarray:
+    """P(scored above 1) of the ``scored`` rows, from fit_evidence's logistic model fitted on ``x``."""
+    return predict(fit(x, (human > 1).astype(float), c=1.0), scored)
 
 
-def pairwise(score: dict[str, float]) -> float:
-    """Share of rubric_dev originals scored above their contradiction (ties half)."""
-    wins = [1.0 if score[i] > score[f"{i}-c"] else 0.5 if score[i] == score[f"{i}-c"] else 0.0
-            for i in score if not i.endswith("-c")]
-    return float(np.mean(wins))
+def pairwise(score: dict[str, float]) -> str:
+    """Pairwise accuracy [95% CI] of rubric_dev's originals (``<id>``) above their contradictions
+    (``<id>-c``), ties half."""
+    originals = sorted(i for i in score if not i.endswith("-c"))
+    contradictions = [score[f"{i}-c"] for i in originals]
+    stats = variant_stats("contradiction", [score[i] for i in originals], contradictions)
+    acc = stats.pairwise_accuracy
+    return f"{acc.value:.2f} [{acc.ci_low:.2f}, {acc.ci_high:.2f}]"
+
+
+def quartiles(values: np.ndarray) -> str:
+    return " ".join(f"{q:.2f}" for q in np.percentile(values, [25, 50, 75]))
 
 
 def main() -> None:
@@ -197,8 +198,8 @@ def main() -> None:
                      f"(word overlap {roc_auc(overlap[h == 4], overlap[h == 1]):.3f})")
         print(line)
     pairs = [r.id for r in recs if r.source == "rubric_dev"]
-    print(f"  rubric_dev ({len(pairs) // 2} pairs): pairwise {pairwise({i: signal[i] for i in pairs}):.2f} "
-          f"(word overlap {pairwise({i: base['word_overlap'][i] for i in pairs}):.2f})")
+    print(f"  rubric_dev ({len(pairs) // 2} pairs): pairwise {pairwise({i: signal[i] for i in pairs})} "
+          f"(word overlap {pairwise({i: base['word_overlap'][i] for i in pairs})})")
 
     columns = asyncio.run(features(graded, ("character_fit", *_packaged().features), EVIDENCE_CACHE))
     src = np.array([g.source for g in graded])
@@ -207,15 +208,12 @@ def main() -> None:
     bot, hum, usr = src == "cb_bot", src == "cb_human", src == "usr"
     consistency = np.zeros(len(graded))
     for train, test in ((bot, hum), (hum, bot)):
-        consistency[test] = fit_ones(x[train], human[train])(x[test])
-    consistency[usr] = fit_ones(x[bot | hum], human[bot | hum])(x[usr])
+        consistency[test] = not_contradicting(x[train], human[train], x[test])
+    consistency[usr] = not_contradicting(x[bot | hum], human[bot | hum], x[usr])
     print("\nconsistency model (support, character fit), fitted on one attribute file, scored on the other:")
     for name, rows in (("cb_bot", bot), ("cb_human", hum)):
         c, h = consistency[rows], human[rows]
         print(f"  {name}: ρ {spearman(c, h):+.3f}, AUC 1 vs 4 {roc_auc(c[h == 4], c[h == 1]):.3f}")
-    def quartiles(values: np.ndarray) -> str:
-        return " ".join(f"{q:.2f}" for q in np.percentile(values, [25, 50, 75]))
-
     print(f"  its quartiles on USR (fitted on both attribute files): {quartiles(consistency[usr])}; on the "
           f"attribute files' 1s: {quartiles(consistency[~usr & (human == 1)])}")
 

@@ -49,4 +49,4 @@ def test_rubric_dev_pairs_an_original_with_its_contradiction(tmp_path) -> None:
     assert [r.source for r in recs] == ["usr", "cb_bot", "cb_human", "cb_behavior", *["rubric_dev"] * 2]
     assert [(r.id, r.text.response) for r in recs[-2:]] == [("cowboy-x", "I ride."),
                                                              ("cowboy-x-c", "I never rode.")]
-    assert pairwise({"a": 2.0, "a-c": 1.0, "b": 0.0, "b-c": 1.0, "c": 1.0, "c-c": 1.0}) == 0.5
+    assert pairwise({"a": 2.0, "a-c": 1.0, "b": 0.0, "b-c": 1.0, "c": 1.0, "c-c": 1.0}).startswith("0.50 [")
