@@ -45,7 +45,7 @@ from personagraph.judges.features import BASELINES, Text, compute, last_turn, se
 from personagraph.judges.meta_eval import CriterionCatalogue, load_items, question_text  # noqa: E402
 from personagraph.judges.protocols import EvidenceModel, evidence_model  # noqa: E402
 from personagraph.judges.rubrics import load_rubric  # noqa: E402
-from personagraph.judges.stats import spearman  # noqa: E402
+from personagraph.judges.stats import independent_bootstrap_ci, spearman  # noqa: E402
 from personagraph.judges.validity import roc_auc, variant_stats  # noqa: E402
 
 RUBRIC_DEV = Path(__file__).resolve().parent / "rubric_dev" / "items.jsonl"
@@ -163,6 +163,14 @@ def pairwise(score: dict[str, float]) -> str:
     return f"{acc.value:.2f} [{acc.ci_low:.2f}, {acc.ci_high:.2f}]"
 
 
+def auc(score: np.ndarray, human: np.ndarray) -> str:
+    """ROC AUC of the replies people scored 4 above those scored 1, with a 95% CI (each group
+    resampled within itself)."""
+    fours, ones = score[human == 4], score[human == 1]
+    low, high = independent_bootstrap_ci((fours, ones), roc_auc, n_resamples=1000, method="percentile")
+    return f"{roc_auc(fours, ones):.3f} [{low:.3f}, {high:.3f}]"
+
+
 def quartiles(values: np.ndarray) -> str:
     return " ".join(f"{q:.2f}" for q in np.percentile(values, [25, 50, 75]))
 
@@ -194,8 +202,7 @@ def main() -> None:
         line = f"  {source} ({len(rows)}): {versus_baselines(s, h, b)}"
         if source != "cb_behavior":
             overlap = b["word_overlap"]
-            line += (f"; AUC 1 vs 4 {roc_auc(s[h == 4], s[h == 1]):.3f} "
-                     f"(word overlap {roc_auc(overlap[h == 4], overlap[h == 1]):.3f})")
+            line += f"; AUC 1 vs 4 {auc(s, h)} (word overlap {auc(overlap, h)})"
         print(line)
     pairs = [r.id for r in recs if r.source == "rubric_dev"]
     print(f"  rubric_dev ({len(pairs) // 2} pairs): pairwise {pairwise({i: signal[i] for i in pairs})} "
@@ -213,7 +220,7 @@ def main() -> None:
     print("\nconsistency model (support, character fit), fitted on one attribute file, scored on the other:")
     for name, rows in (("cb_bot", bot), ("cb_human", hum)):
         c, h = consistency[rows], human[rows]
-        print(f"  {name}: ρ {spearman(c, h):+.3f}, AUC 1 vs 4 {roc_auc(c[h == 4], c[h == 1]):.3f}")
+        print(f"  {name}: ρ {spearman(c, h):+.3f}, AUC 1 vs 4 {auc(c, h)}")
     print(f"  its quartiles on USR (fitted on both attribute files): {quartiles(consistency[usr])}; on the "
           f"attribute files' 1s: {quartiles(consistency[~usr & (human == 1)])}")
 
