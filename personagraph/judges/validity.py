@@ -46,7 +46,6 @@ from personagraph.schemas import Status, capped_text, short_id
 
 VariantKind = Literal["swap", "disclosure", "generic", "contradiction", "padding"]
 VARIANT_KINDS: tuple[VariantKind, ...] = ("swap", "disclosure", "generic", "contradiction", "padding")
-GENERATED_KINDS: frozenset[VariantKind] = frozenset({"generic", "contradiction"})
 CONTRADICTION_CRITERION = "persona_consistency"
 # What a correct judge does to the variant, in the words of the verdict line.
 EXPECTED: dict[VariantKind, str] = {
