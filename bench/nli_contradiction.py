@@ -28,7 +28,9 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,12 +47,18 @@ LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 DENSE = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
          "intermediate.dense", "output.dense")
 RANK, ALPHA, LEARNING_RATE, BATCH, MAX_TOKENS = 16, 32, 5e-4, 32, 128
+Probabilities = Callable[[list[str], list[str]], np.ndarray]  # (premises, hypotheses) → (n, 3)
+Logits = Callable[[list[str], list[str]], "torch.Tensor"]
+
+if TYPE_CHECKING:
+    import torch
 
 
-def cross_encoder():  # torch only here: the rest of the bench reads cached probabilities
+def cross_encoder() -> tuple[torch.nn.Module, torch.nn.Linear, Logits]:
     """The packaged MiniLM with LoRA factors on its encoder's dense layers, and a 3-way head on the mean
-    of its token states: ``(tokenizer, encoder, head, forward)``; only the factors, the LayerNorms and the
-    head are trainable."""
+    of its token states: ``(encoder, head, forward)``, ``forward`` giving the logits of (premises,
+    hypotheses); only the factors, the LayerNorms and the head are trainable. Torch is imported in here,
+    so importing this module imports no torch."""
     import torch
     from torch import nn
     from transformers import AutoModel, AutoTokenizer
@@ -129,7 +137,7 @@ def fit(train: list[tuple[str, str, int]], out: Path) -> None:
     torch.save({"encoder": encoder.state_dict(), "head": head.state_dict()}, out)
 
 
-def fitted(path: Path):
+def fitted(path: Path) -> Probabilities:
     """The fitted model's ``forward`` in evaluation mode, gradients off."""
     import torch
 
@@ -146,7 +154,7 @@ def fitted(path: Path):
     return probabilities
 
 
-def accuracy(probabilities, test: list[tuple[str, str, int]]) -> float:
+def accuracy(probabilities: Probabilities, test: list[tuple[str, str, int]]) -> float:
     hits = 0
     for start in range(0, len(test), 64):
         rows = test[start:start + 64]
@@ -155,7 +163,7 @@ def accuracy(probabilities, test: list[tuple[str, str, int]]) -> float:
     return hits / len(test)
 
 
-def readings(probabilities, record: Record) -> tuple[float, float]:
+def readings(probabilities: Probabilities, record: Record) -> tuple[float, float]:
     """(−max P(contradiction), max P(entailment)) over every persona fact × reply sentence."""
     facts = [f for f in persona_facts(record.text.persona) if len(f) > 3] or [record.text.persona]
     said = [s for s in sentences(record.text.response) if len(s) > 3] or [record.text.response]
