@@ -8,7 +8,7 @@ import unicodedata
 from functools import cache
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 Status = Literal["ok", "failed"]
 TASK_NAMES = (
@@ -206,6 +206,14 @@ class ExemplarSet(BaseModel):
 
     def by_score(self) -> dict[int, str]:
         return {i: getattr(self, f"score_{i}") for i in range(1, 6)}
+
+    @model_validator(mode="after")
+    def _one_answer_per_score(self) -> ExemplarSet:
+        """Examples that repeat a text calibrate nothing: a small writer's refusal ("I'm sorry, but I can't
+        assist with that.") written for every score would otherwise reach the judge as its examples."""
+        if len({" ".join(text.lower().split()) for text in self.by_score().values()}) < 5:
+            raise ValueError("the five example answers must differ, one for each score")
+        return self
 
 
 class JudgeReply(BaseModel):

@@ -23,8 +23,17 @@ def test_at_most_caps_the_list_in_the_schema_only() -> None:
 def test_exemplars_are_capped_per_score() -> None:
     properties = ExemplarSet.model_json_schema()["properties"]
     assert [properties[f"score_{i}"]["maxLength"] for i in range(1, 6)] == [240] * 5
-    long = {f"score_{i}": "word " * 100 for i in range(1, 6)}
+    long = {f"score_{i}": f"answer {i} " + "word " * 100 for i in range(1, 6)}
     assert ExemplarSet.model_validate(long).by_score()[3] == long["score_3"]
+
+
+def test_exemplars_that_repeat_a_text_are_not_a_set() -> None:
+    refusal = {f"score_{i}": "I'm sorry, but I can't assist with that." for i in range(1, 6)}
+    with pytest.raises(ValidationError, match="must differ"):
+        ExemplarSet.model_validate(refusal)
+    twice = {f"score_{i}": f"Answer {min(i, 4)}." for i in range(1, 6)}  # scores 4 and 5 alike
+    with pytest.raises(ValidationError, match="must differ"):
+        ExemplarSet.model_validate({**twice, "score_5": "  answer   4. "})
 
 
 def test_a_persona_keeps_its_words_and_refuses_nothing_visible() -> None:
