@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import load_average, machine  # noqa: E402
-from bench.contradiction_signals import RUBRIC_DEV, Record, auc, pairwise, records, versus_baselines  # noqa: E402
+from bench.contradiction_signals import RUBRIC_DEV, Record, records, report  # noqa: E402
 from bench.fit_evidence import DEV  # noqa: E402
 from personagraph.judges.features import BASELINES, compute, sentences  # noqa: E402
 from personagraph.judges.protocols import persona_facts  # noqa: E402
@@ -196,22 +196,12 @@ def main() -> None:
     probabilities = fitted(model)
     print(f"snli_test_accuracy {accuracy(probabilities, snli(files['test'])):.3f}", flush=True)
 
-    _, recs = records(args.dev, args.rubric_dev)
+    graded, recs = records(args.dev, args.rubric_dev)
     read = {r.id: readings(probabilities, r) for r in recs}
     baselines = compute(BASELINES, [r.text for r in recs])
     base = {name: dict(zip([r.id for r in recs], column, strict=True)) for name, column in baselines.items()}
     for k, label in enumerate(("−max P(contradiction)", "max P(entailment)")):
-        print(f"\n{label}:")
-        for source in ("usr", "cb_bot", "cb_human", "cb_behavior"):
-            rows = [r for r in recs if r.source == source]
-            s, h = np.array([read[r.id][k] for r in rows]), np.array([r.human for r in rows])
-            b = {name: np.array([base[name][r.id] for r in rows]) for name in BASELINES}
-            line = f"  {source} ({len(rows)}): {versus_baselines(s, h, b)}"
-            if source in ("cb_bot", "cb_human"):
-                line += f"; AUC 1 vs 4 {auc(s, h)}"
-            print(line)
-        pairs = {r.id: read[r.id][k] for r in recs if r.source == "rubric_dev"}
-        print(f"  rubric_dev ({len(pairs) // 2} pairs): pairwise {pairwise(pairs)}")
+        report(label, {i: values[k] for i, values in read.items()}, recs, graded, base)
     usr = [r for r in recs if r.source == "usr"]
     print(f"\nUSR replies with P(contradiction) > 0.5: {sum(read[r.id][0] < -0.5 for r in usr)}/{len(usr)}")
     print(f"load average at end {load_average()}")
