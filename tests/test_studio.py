@@ -104,7 +104,7 @@ def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server, tmp_path)
     assert len(final["environments"]) == 2
     assert len(final["questions"]) == 5  # one per task
     assert len(final["verdicts"]) == 5 and all(v["status"] == "ok" for v in final["verdicts"])
-    assert steps[0] == "start" and "evaluate_question" in steps and steps[-1] == "aggregate"
+    assert steps[0] == "start" and "evaluate_task" in steps and steps[-1] == "aggregate"
     # the result a run reports, in the final state: per task, PersonaScore, refusal rate, failed items
     scores = final["scores"]["models"]["test:agent"]
     assert set(scores["tasks"]) == set(TASK_NAMES) and 1 <= scores["persona_score"] <= 5

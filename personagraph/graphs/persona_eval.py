@@ -1,19 +1,19 @@
 """PersonaGym evaluation of one persona as a LangGraph StateGraph.
 
-start (names the persona) → select environments → questions (one branch per task) → one branch per
-question: its exemplars ‖ every agent's answer, each answer judged as soon as it and the exemplars are in
-→ aggregate. Every finished item is written to the run store by the node that made it; the graph state
+start (names the persona) → select environments → one branch per task: its questions, then per question
+its exemplars ‖ every agent's answer, each answer judged as soon as it and the exemplars are in →
+aggregate. Every finished item is written to the run store by the node that made it; the graph state
 carries the same items for the next step. ``aggregate`` puts the persona's scores in the final state
 (``scores``: per model and task, PersonaScore with its CI, refusal rate, and the failed items), computed
 by :func:`~personagraph.judges.scoring.summarize_scores` as the run's ``summary.json`` is, so a Studio
 run shows the result it reports.
 
-Why a question is one node and not three stages (answers ‖ exemplars, then verdicts): LangGraph runs
-supersteps, so a stage barrier would make every verdict wait for the slowest exemplar of the persona
-(docs/benchmarks.md#quick-run: it cost the quick run about a minute). Inside one node a
-question's calls still run concurrently and the model layer's cache still makes a resumed node repeat no
-finished call; the graph keeps its four dependent round trips (select → questions → answers ‖ exemplars
-→ verdicts).
+Why a task is one node and not stages (questions, then answers ‖ exemplars, then verdicts): LangGraph runs
+supersteps, so a stage barrier makes every task wait for the slowest of the persona: every answer for the
+last task's questions, every verdict for the slowest exemplar (docs/benchmarks.md#quick-run). Inside one
+node the calls still run concurrently and the model layer's cache still makes a resumed node repeat no
+finished call; the graph keeps its dependent round trips (select → questions → answers ‖ exemplars →
+verdicts), each task's chain running at its own pace.
 """
 
 from __future__ import annotations
@@ -143,54 +143,68 @@ async def select(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, A
     return update
 
 
-async def load_benchmark(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str, Any]:
-    questions = []
-    for task_name, texts in (state.get("benchmark") or {}).items():
-        for index, text in enumerate(texts):
-            question = Question(
-                id=short_id(state["persona_id"], task_name, str(index), text),
-                persona_id=state["persona_id"], task=task_name, text=text, index=index, source="benchmark",
-            )
-            _ctx(runtime).store.put("question", question.id, question, unit=state["persona_id"])
-            questions.append(question.model_dump())
-    return {"questions": questions}
-
-
-async def write_task_questions(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
+async def evaluate_task(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
+    """One task: its questions (written by the question writer, or the benchmark's), then every question
+    evaluated at once (:func:`_evaluate_question`)."""
     ctx = _ctx(runtime)
     task = _task(payload["task"])
+    if "benchmark" in payload:
+        questions, update = _benchmark_questions(ctx, payload["persona_id"], task, payload["benchmark"]), {}
+    else:
+        questions, update = await _write_questions(ctx, payload, task)
+    results = await asyncio.gather(*(_evaluate_question(ctx, payload["persona"], q) for q in questions))
+    return {**update,
+            "questions": [q.model_dump() for q in questions],
+            "exemplars": [e for exemplars, _, _ in results for e in exemplars],
+            "answers": [a for _, answers, _ in results for a in answers],
+            "verdicts": [v for _, _, verdicts in results for v in verdicts]}
+
+
+def _benchmark_questions(ctx: EvalContext, persona_id: str, task: Task, texts: list[str]) -> list[Question]:
+    questions = []
+    for index, text in enumerate(texts):
+        question = Question(id=short_id(persona_id, task.name, str(index), text), persona_id=persona_id,
+                            task=task.name, text=text, index=index, source="benchmark")
+        ctx.store.put("question", question.id, question, unit=persona_id)
+        questions.append(question)
+    return questions
+
+
+async def _write_questions(
+    ctx: EvalContext, payload: dict[str, Any], task: Task
+) -> tuple[list[Question], dict[str, Any]]:
     environments = [Environment.model_validate(e) for e in payload["environments"]]
-    batch = await generate_questions(ctx.question_gen, payload["persona"], task, environments, ctx.questions_per_task)
+    batch = await generate_questions(ctx.question_gen, payload["persona"], task, environments,
+                                     ctx.questions_per_task)
+    persona_id = payload["persona_id"]
     questions = []
     for index, text in enumerate(batch.questions):
-        question = Question(id=short_id(payload["persona_id"], task.name, str(index), text),
-                            persona_id=payload["persona_id"], task=task.name, text=text, index=index)
-        ctx.store.put("question", question.id, question, unit=payload["persona_id"])
-        questions.append(question.model_dump())
+        question = Question(id=short_id(persona_id, task.name, str(index), text),
+                            persona_id=persona_id, task=task.name, text=text, index=index)
+        ctx.store.put("question", question.id, question, unit=persona_id)
+        questions.append(question)
     # one row per task, replaced when a resumed run retries it: a failure or a shortfall is what it says
-    ctx.store.put(QUESTION_BATCH, short_id(payload["persona_id"], "questions", task.name),
-                  {"persona_id": payload["persona_id"], "task": task.name, "status": "failed" if batch.error else "ok",
+    ctx.store.put(QUESTION_BATCH, short_id(persona_id, "questions", task.name),
+                  {"persona_id": persona_id, "task": task.name, "status": "failed" if batch.error else "ok",
                    "error": batch.error, "requested": batch.requested, "shortfall": batch.shortfall,
-                   "extra_calls": batch.extra_calls}, unit=payload["persona_id"])
+                   "extra_calls": batch.extra_calls}, unit=persona_id)
     ctx.on_item("questions")
-    update: dict[str, Any] = {"questions": questions}
-    if batch.error:
-        update["errors"] = [{"stage": "questions", "task": task.name, "error": batch.error}]
-    return update
+    return questions, ({"errors": [{"stage": "questions", "task": task.name, "error": batch.error}]}
+                       if batch.error else {})
 
 
-async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContext]) -> dict[str, Any]:
+async def _evaluate_question(
+    ctx: EvalContext, persona: str, question: Question
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """One question: exemplars (when a judge reads them) ‖ every agent's answer; each ok answer judged by
     every judge once the exemplars are in (a failed or empty answer is not judged: scoring counts it as
-    the minimum)."""
-    ctx = _ctx(runtime)
-    persona = payload["persona"]
-    question = Question.model_validate(payload["question"])
+    the minimum). Returns the exemplars, answers and verdicts as state items."""
     task = _task(question.task)
     exemplar_set = asyncio.ensure_future(_exemplars(ctx, persona, task, question) if ctx.exemplars
                                          else _none())
     answerers = [(agent, 0) for agent in ctx.agents] + ctx.extra_answerers
-    branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, sample, exemplar_set))
+    branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, sample,
+                                                        exemplar_set))
                 for agent, sample in answerers]
     try:
         await asyncio.gather(exemplar_set, *branches)
@@ -201,9 +215,8 @@ async def evaluate_question(payload: dict[str, Any], runtime: Runtime[EvalContex
     answers = [branch.result()[0] for branch in branches]
     verdicts = [verdict for branch in branches for verdict in branch.result()[1]]
     written = exemplar_set.result()
-    return {"exemplars": [written.model_dump()] if written else [],
-            "answers": [a.model_dump() for a in answers],
-            "verdicts": [v.model_dump() for v in verdicts]}
+    return ([written.model_dump()] if written else [], [a.model_dump() for a in answers],
+            [v.model_dump() for v in verdicts])
 
 
 async def _none() -> None:
@@ -282,30 +295,22 @@ def persona_scores(
 
 
 # --- routing ----------------------------------------------------------------------------------------
-# async like the nodes (and _join): LangGraph runs a sync graph function in a worker thread, a hop per call
-async def route_start(state: EvalState) -> str:
-    return "load_benchmark" if state.get("benchmark") else "select"
-
-
+# async like the nodes: LangGraph runs a sync graph function in a worker thread, a hop per call
 async def fan_out_tasks(state: EvalState) -> list[Send] | str:
+    """One branch per task: the benchmark's questions when the input has them, else questions written for
+    the selected environments (none selected: nothing to ask)."""
+    persona = {"persona": state["persona"], "persona_id": state["persona_id"]}
+    if state.get("benchmark"):
+        return [Send("evaluate_task", {**persona, "task": task, "benchmark": texts})
+                for task, texts in state["benchmark"].items()]
     if not state.get("environments"):
         return "aggregate"
-    return [
-        Send("write_task_questions", {"persona": state["persona"], "persona_id": state["persona_id"],
-                                      "task": task.name, "environments": state["environments"]})
-        for task in load_tasks()
-    ]
+    return [Send("evaluate_task", {**persona, "task": task.name, "environments": state["environments"]})
+            for task in load_tasks()]
 
 
-async def fan_out_questions(state: EvalState) -> list[Send] | str:
-    questions = state.get("questions", [])
-    if not questions:
-        return "aggregate"
-    return [Send("evaluate_question", {"persona": state["persona"], "question": q}) for q in questions]
-
-
-async def _join(state: EvalState) -> dict[str, Any]:
-    return {}
+async def route_start(state: EvalState) -> list[Send] | str:
+    return await fan_out_tasks(state) if state.get("benchmark") else "select"
 
 
 def build_graph(context_schema: type = EvalContext) -> StateGraph:
@@ -317,19 +322,12 @@ def build_graph(context_schema: type = EvalContext) -> StateGraph:
     graph = StateGraph(EvalState, context_schema=context_schema)
     graph.add_node("start", start)
     graph.add_node("select", select)
-    graph.add_node("load_benchmark", load_benchmark)
-    graph.add_node("write_task_questions", write_task_questions)
-    graph.add_node("questions_done", _join)
-    graph.add_node("evaluate_question", evaluate_question)
+    graph.add_node("evaluate_task", evaluate_task)
     graph.add_node("aggregate", aggregate)
 
     graph.add_edge(START, "start")
-    graph.add_conditional_edges("start", route_start, ["select", "load_benchmark"])
-    graph.add_conditional_edges("select", fan_out_tasks, ["write_task_questions", "aggregate"])
-    graph.add_edge("write_task_questions", "questions_done")
-    graph.add_edge("load_benchmark", "questions_done")
-    graph.add_conditional_edges("questions_done", fan_out_questions, ["evaluate_question", "aggregate"])
-    graph.add_edge("evaluate_question", "aggregate")
+    graph.add_conditional_edges("start", route_start, ["select", "evaluate_task"])
+    graph.add_conditional_edges("select", fan_out_tasks, ["evaluate_task", "aggregate"])
+    graph.add_edge("evaluate_task", "aggregate")
     graph.add_edge("aggregate", END)
     return graph
-

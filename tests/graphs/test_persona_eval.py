@@ -96,6 +96,33 @@ async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir:
     assert all(e["status"] == "ok" for e in store.records("exemplars"))
 
 
+
+async def test_a_task_is_judged_without_waiting_for_other_tasks_questions(run_dir: Path, monkeypatch) -> None:
+    """No barrier between tasks: one task's questions are written only after another task's answer has been
+    judged. With the questions of every task as one stage, that wait never ends (the wait_for times out)."""
+    judged = asyncio.Event()
+    slow_task = "Toxicity Control"
+    real_questions, real_judge = persona_eval.generate_questions, persona_eval.judge_answer
+
+    async def questions(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
+        if task.name == slow_task:
+            await asyncio.wait_for(judged.wait(), timeout=20)
+        return await real_questions(client, persona, task, *args)
+
+    async def judge(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
+        verdict = await real_judge(client, persona, task, *args)
+        if task.name != slow_task:
+            judged.set()
+        return verdict
+
+    monkeypatch.setattr(persona_eval, "generate_questions", questions)
+    monkeypatch.setattr(persona_eval, "judge_answer", judge)
+    summary = await run_eval(config(), run_dir)
+    store = RunStore(run_dir)
+    assert summary.exit_code == 0
+    assert slow_task in {q["task"] for q in store.records("question")}
+    assert len(store.records("verdict")) == 2 * len(store.records("question"))  # two judges, one agent
+
 @pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("checklist", False), ("rationale", True)])
 async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Path, protocol: str,
                                                                      writes: bool) -> None:

@@ -25,9 +25,8 @@ from personagraph.store import RunStore
 ROOT = Path(__file__).resolve().parents[2]
 NODES = {
     "select",
-    "write_task_questions",
-    "evaluate_question",
-}  # the graph's nodes that call models (evaluate_question: exemplars, answers and their verdicts)
+    "evaluate_task",
+}  # the graph's nodes that call models (evaluate_task: questions, exemplars, answers and their verdicts)
 
 
 # The CLI with the embedded models' weights stubbed out: with $PERSONAGRAPH_LLAMA_SERVER on the fake
@@ -112,9 +111,9 @@ def test_every_model_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Pat
             )
             assert run["start_time"] and run["end_time"]  # LangSmith's latency
         roles = {(parents[r["id"]]["name"], r["extra"]["metadata"]["role"]) for r in llm}
-        assert roles == {("select", "env_selector"), ("write_task_questions", "question_gen"),
-                         ("evaluate_question", "persona"), ("evaluate_question", "exemplar_gen"),
-                         ("evaluate_question", "judge")}  # every role's calls under the node that makes them
+        assert roles == {("select", "env_selector"), ("evaluate_task", "question_gen"),
+                         ("evaluate_task", "persona"), ("evaluate_task", "exemplar_gen"),
+                         ("evaluate_task", "judge")}  # every role's calls under the node that makes them
         assert not any(
             run.get("run_type") == "llm" and run["name"].startswith("Scripted")
             for run in collector.runs.values()
@@ -158,8 +157,8 @@ def test_every_local_call_of_an_eval_is_one_llm_run_under_its_node(tmp_path: Pat
             assert meta["role"] in run["tags"] and run["start_time"] and run["end_time"]
             assert run["outputs"]["usage_metadata"]["input_tokens"] > 0
         roles = {(parents[r["id"]].get("name"), r["extra"]["metadata"]["role"]) for r in llm}
-        assert roles == {("select", "env_selector"), ("write_task_questions", "question_gen"),
-                         ("evaluate_question", "persona"), ("evaluate_question", "judge")}
+        assert roles == {("select", "env_selector"), ("evaluate_task", "question_gen"),
+                         ("evaluate_task", "persona"), ("evaluate_task", "judge")}
 
 
 async def test_cache_hits_are_traced_as_such_under_the_current_run(run_dir: Path) -> None:
