@@ -143,6 +143,7 @@ async def judge_all(args: argparse.Namespace, judged: list[Judged], protocols: l
                                 max_tokens=1024) if args.exemplars else None
     gate = asyncio.Semaphore(args.concurrency)
     exemplars: dict[str, asyncio.Future[str | None]] = {}
+    unwritten: list[str] = []  # the writer's error for each set not written (its verdicts read the rubric)
     rows: list[dict] = []
 
     async def examples_for(j: Judged) -> str | None:
@@ -158,7 +159,10 @@ async def judge_all(args: argparse.Namespace, judged: list[Judged], protocols: l
 
             async def write() -> str | None:
                 written = await write_exemplars(writer, j.item.persona, task, question)
-                return exemplar_text(written) if written.status == "ok" else None
+                if written.status != "ok":
+                    unwritten.append(written.error or "no reason given")
+                    return None
+                return exemplar_text(written)
 
             exemplars[key] = asyncio.ensure_future(write())
         return await exemplars[key]
@@ -176,7 +180,8 @@ async def judge_all(args: argparse.Namespace, judged: list[Judged], protocols: l
         value = scored.expected if scored.expected is not None else scored.score
         rows.append({"protocol": protocol, "source": j.source, "key": j.key, "status": scored.status,
                      "value": value, "score": scored.score, "expected": scored.expected, "seconds": seconds,
-                     "cached": scored.cached, "inputs": scored.inputs, "error": scored.error})
+                     "cached": scored.cached, "inputs": scored.inputs, "error": scored.error,
+                     "read_exemplars": examples is not None})
         if not scored.cached:
             print(f"  {protocol:10} {j.source:11} {j.key:34} {value if value is not None else '-'!s:.5} "
                   f"{seconds:.1f}s", flush=True)
@@ -187,6 +192,10 @@ async def judge_all(args: argparse.Namespace, judged: list[Judged], protocols: l
     finally:
         await close_sessions()
         store.close()
+    if unwritten:  # a verdict without its examples is still a verdict: say how many read none, and why
+        alone = sum(writer is not None and not r["read_exemplars"] for r in rows)
+        print(f"exemplars: {len(unwritten)} of {len(exemplars)} sets not written, so {alone} of {len(rows)} "
+              f"verdicts read the rubric alone; the writer's first error: {unwritten[0][:200]}", flush=True)
     return rows
 
 
