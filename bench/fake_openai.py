@@ -89,6 +89,8 @@ class FakeOptions(BaseModel):
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     model: str = "fake-model"
     delay: float = Field(0.0, ge=0, description="seconds to wait before every reply")
+    jitter: float = Field(0.0, ge=0, le=1, description="each reply waits delay × (1 + jitter × u), u uniform "
+                          "in [−1, 1] drawn from the request and its attempt (the same request waits alike)")
     rate_429: float = Field(0.0, ge=0, le=1)
     rate_500: float = Field(0.0, ge=0, le=1)
     rate_timeout: float = Field(0.0, ge=0, le=1)
@@ -524,6 +526,13 @@ class FakeOpenAI:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
+    def _delay(self, key: str, attempt: int) -> float:
+        """The wait before a reply: ``delay``, spread by ``jitter`` (see :class:`FakeOptions`)."""
+        if not self.options.jitter:
+            return self.options.delay
+        u = 2 * random.Random(f"{self.options.seed}:delay:{key}:{attempt}").random() - 1
+        return self.options.delay * (1 + self.options.jitter * u)
+
     def _draw_fault(self, key: str, attempt: int, structured: bool) -> FaultKind | None:
         """Fault for this attempt, from a uniform draw seeded by (seed, body, attempt)."""
         digest = hashlib.sha256(f"{self.options.seed}:{key}:{attempt}".encode()).digest()
@@ -560,7 +569,7 @@ class FakeOpenAI:
         self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
         try:
             if self.options.delay:
-                await asyncio.sleep(self.options.delay)
+                await asyncio.sleep(self._delay(key, attempt))
             echo = self._echo(request)
             if fault == "429":
                 retry_after = f"{self.options.retry_after:g}"
@@ -689,6 +698,8 @@ def parse_args(argv: list[str] | None = None) -> FakeOptions:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before every reply")
+    parser.add_argument("--jitter", type=float, default=0.0,
+                        help="spread of each reply's delay: delay × (1 ± jitter), drawn per request")
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--rate-500", type=float, default=0.0)
     parser.add_argument("--rate-timeout", type=float, default=0.0)

@@ -14,6 +14,11 @@ for (``full_lists``), as a model that delivers what was asked: with random lengt
 list prompts a top-up call, one more round trip that is the model's, not the framework's. The process is
 warmed up on another persona first (imports, connections), as a batch would be after its first persona.
 The last line is ``wall <s> ideal <s> ratio <x> sequential <s> target <= 1.3: met|NOT met``.
+
+``--jitter J`` spreads each reply's delay over ``delay × (1 ± J)``, drawn per request (the same request
+waits alike in every run, so two versions of the graph meet the same delays), as an API's latency varies:
+a stage barrier then holds every branch back to the slowest call of the stage. The ideal is then the
+longest each round trip can take, ``delay × (1 + J)`` each.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class Latency:
 
     delay: float
     concurrency: int
+    jitter: float
     wall: float  # the whole run: store, graph, summary
     requests: int  # sent to the server, retries included
     calls: int  # finished model calls
@@ -60,8 +66,9 @@ class Latency:
 
     @property
     def ideal(self) -> float:
-        """The graph's dependent round trips × the delay: the least wall time any executor can reach."""
-        return GRAPH_ROUND_TRIPS * self.delay
+        """The graph's dependent round trips × the longest delay: the least wall time any executor can be
+        sure to reach."""
+        return GRAPH_ROUND_TRIPS * self.delay * (1 + self.jitter)
 
     @property
     def ratio(self) -> float:
@@ -79,7 +86,7 @@ def config(people: list, concurrency: int) -> EvalConfig:
                       generator="openai:generator-model", concurrency=concurrency, judge_protocol="rationale")
 
 
-async def measure(server: ServerProcess, delay: float, concurrency: int) -> Latency:
+async def measure(server: ServerProcess, delay: float, concurrency: int, jitter: float = 0.0) -> Latency:
     """Warms up on one persona, then times another one through ``run`` at ``concurrency``."""
     settings = ModelSettings(base_url=server.base_url, api_key="sk-bench-not-a-key")
     with tempfile.TemporaryDirectory() as warm:
@@ -89,7 +96,7 @@ async def measure(server: ServerProcess, delay: float, concurrency: int) -> Late
         started = time.perf_counter()
         summary = await run_eval(config(personas(1), concurrency), run_dir, settings=settings)
         wall = time.perf_counter() - started
-    return Latency(delay=delay, concurrency=concurrency, wall=wall, requests=len(trace.spans),
+    return Latency(delay=delay, concurrency=concurrency, jitter=jitter, wall=wall, requests=len(trace.spans),
                    calls=summary.llm_calls, chain=trace.chain(), window=trace.window(),
                    roles={role: v["calls"] for role, v in summary.roles.items()})
 
@@ -98,11 +105,12 @@ def report(result: Latency) -> list[str]:
     """The bench's lines; the last one compares wall time with the ideal."""
     d = result.delay
     return [
-        f"persona_eval latency: 1 persona, delay {d:g}s, concurrency {result.concurrency}",
+        f"persona_eval latency: 1 persona, delay {d:g}s (± {result.jitter:.0%}), concurrency "
+        f"{result.concurrency}",
         f"  LLM requests: {result.requests} ({result.calls} finished calls, {result.requests - result.calls} "
         f"resent); by role: {result.roles}",
         f"  ideal: {GRAPH_ROUND_TRIPS} dependent round trips (select → questions → answers ‖ exemplars → "
-        f"verdicts) × {d:g}s = {result.ideal:.2f}s",
+        f"verdicts) × {d * (1 + result.jitter):g}s = {result.ideal:.2f}s",
         f"  observed: first request → last reply {result.window:.2f}s; longest chain of requests "
         f"{result.chain} (extra round trips beyond {GRAPH_ROUND_TRIPS} count against the target)",
         f"  sequential loop: {result.requests} requests × {d:g}s = {result.requests * d:.2f}s",
@@ -116,10 +124,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the server waits before each reply")
     parser.add_argument("--concurrency", type=int, default=64,
                         help="requests in flight (enough for one persona)")
+    parser.add_argument("--jitter", type=float, default=0.0,
+                        help="spread of each reply's delay, delay × (1 ± jitter), drawn per request")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fake server's draws (the delays)")
     args = parser.parse_args()
     print(machine())
-    with fake_server(delay=args.delay, full_lists=True) as server:
-        result = asyncio.run(measure(server, args.delay, args.concurrency))
+    with fake_server(delay=args.delay, jitter=args.jitter, seed=args.seed, full_lists=True) as server:
+        result = asyncio.run(measure(server, args.delay, args.concurrency, args.jitter))
     print(f"(load average at the end: {load_average()})")
     print("\n".join(report(result)))
 

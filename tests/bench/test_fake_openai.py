@@ -439,3 +439,14 @@ def test_full_lists_fill_bounded_arrays_to_max_items() -> None:
     counts = {full: {count(i, full) for i in range(12)} for full in (False, True)}
     assert counts[True] == {4}
     assert len(counts[False]) > 1  # the default draws a count within the bounds
+
+
+async def test_jitter_spreads_delays_the_same_way_for_the_same_request() -> None:
+    """Two servers (two versions of a graph under test) make the same request wait alike; requests differ
+    within delay × (1 ± jitter)."""
+    first, second = FakeOpenAI(delay=1.0, jitter=0.5), FakeOpenAI(delay=1.0, jitter=0.5)
+    delays = [first._delay(f"key{i}", 1) for i in range(200)]
+    assert delays == [second._delay(f"key{i}", 1) for i in range(200)]
+    assert all(0.5 <= d <= 1.5 for d in delays) and max(delays) - min(delays) > 0.8
+    assert first._delay("key0", 2) != first._delay("key0", 1)  # a retry draws again
+    assert FakeOpenAI(delay=1.0)._delay("key0", 1) == 1.0
