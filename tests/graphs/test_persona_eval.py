@@ -69,17 +69,16 @@ async def test_fan_out_counts(run_dir: Path) -> None:
     assert {env["name"] for env in selection["environments"]} <= set(selection["shortlist"])
 
 
-async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir: Path, monkeypatch) -> None:
-    """No stage barrier: one task's exemplars wait until another question has been judged. With answers ‖
-    exemplars as one stage and verdicts as the next, that wait never ends (the wait_for times out)."""
+def _hold_until_another_task_is_judged(monkeypatch: pytest.MonkeyPatch, stage: str, slow_task: str) -> None:
+    """Makes the graph's ``stage`` (called as ``stage(client, persona, task, …)``) wait, for ``slow_task``,
+    until an answer of another task has been judged."""
     judged = asyncio.Event()
-    slow_task = "Linguistic Habits"
-    real_exemplars, real_judge = persona_eval.write_exemplars, persona_eval.judge_answer
+    real_stage, real_judge = getattr(persona_eval, stage), persona_eval.judge_answer
 
-    async def exemplars(client, persona, task, question):  # noqa: ANN001, ANN202
+    async def held(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
         if task.name == slow_task:
             await asyncio.wait_for(judged.wait(), timeout=20)
-        return await real_exemplars(client, persona, task, question)
+        return await real_stage(client, persona, task, *args)
 
     async def judge(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
         verdict = await real_judge(client, persona, task, *args)
@@ -87,8 +86,14 @@ async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir:
             judged.set()
         return verdict
 
-    monkeypatch.setattr(persona_eval, "write_exemplars", exemplars)
+    monkeypatch.setattr(persona_eval, stage, held)
     monkeypatch.setattr(persona_eval, "judge_answer", judge)
+
+
+async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir: Path, monkeypatch) -> None:
+    """No stage barrier: one task's exemplars wait until another question has been judged. With answers ‖
+    exemplars as one stage and verdicts as the next, that wait never ends (the wait_for times out)."""
+    _hold_until_another_task_is_judged(monkeypatch, "write_exemplars", "Linguistic Habits")
     summary = await run_eval(config(), run_dir)
     store = RunStore(run_dir)
     assert summary.exit_code == 0
@@ -96,32 +101,16 @@ async def test_a_question_is_judged_without_waiting_for_other_questions(run_dir:
     assert all(e["status"] == "ok" for e in store.records("exemplars"))
 
 
-
 async def test_a_task_is_judged_without_waiting_for_other_tasks_questions(run_dir: Path, monkeypatch) -> None:
     """No barrier between tasks: one task's questions are written only after another task's answer has been
     judged. With the questions of every task as one stage, that wait never ends (the wait_for times out)."""
-    judged = asyncio.Event()
-    slow_task = "Toxicity Control"
-    real_questions, real_judge = persona_eval.generate_questions, persona_eval.judge_answer
-
-    async def questions(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
-        if task.name == slow_task:
-            await asyncio.wait_for(judged.wait(), timeout=20)
-        return await real_questions(client, persona, task, *args)
-
-    async def judge(client, persona, task, *args):  # noqa: ANN001, ANN002, ANN202
-        verdict = await real_judge(client, persona, task, *args)
-        if task.name != slow_task:
-            judged.set()
-        return verdict
-
-    monkeypatch.setattr(persona_eval, "generate_questions", questions)
-    monkeypatch.setattr(persona_eval, "judge_answer", judge)
+    _hold_until_another_task_is_judged(monkeypatch, "generate_questions", "Toxicity Control")
     summary = await run_eval(config(), run_dir)
     store = RunStore(run_dir)
     assert summary.exit_code == 0
-    assert slow_task in {q["task"] for q in store.records("question")}
+    assert "Toxicity Control" in {q["task"] for q in store.records("question")}
     assert len(store.records("verdict")) == 2 * len(store.records("question"))  # two judges, one agent
+
 
 @pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("checklist", False), ("rationale", True)])
 async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Path, protocol: str,
