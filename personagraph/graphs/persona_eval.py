@@ -152,7 +152,13 @@ async def evaluate_task(payload: dict[str, Any], runtime: Runtime[EvalContext]) 
         questions, update = _benchmark_questions(ctx, payload["persona_id"], task, payload["benchmark"]), {}
     else:
         questions, update = await _write_questions(ctx, payload, task)
-    results = await asyncio.gather(*(_evaluate_question(ctx, payload["persona"], q) for q in questions))
+    evaluations = [asyncio.ensure_future(_evaluate_question(ctx, payload["persona"], q)) for q in questions]
+    try:
+        results = await asyncio.gather(*evaluations)
+    except BaseException:  # an error that stops the run (or a cancellation): leave no question running
+        for pending in evaluations:
+            pending.cancel()
+        raise
     return {**update,
             "questions": [q.model_dump() for q in questions],
             "exemplars": [e for exemplars, _, _ in results for e in exemplars],

@@ -112,6 +112,28 @@ async def test_a_task_is_judged_without_waiting_for_other_tasks_questions(run_di
     assert len(store.records("verdict")) == 2 * len(store.records("question"))  # two judges, one agent
 
 
+async def test_an_error_that_stops_the_run_leaves_no_question_running(run_dir: Path, monkeypatch) -> None:
+    """A task's questions run inside one node: when one of them raises an error that stops the run (a dead
+    engine), every other question, of its task too, is cancelled, not left sending calls."""
+    waiting: list[asyncio.Task] = []
+    sibling_waiting = asyncio.Event()  # the other question of the failing one's task
+
+    async def answer(agent, persona, question, sample):  # noqa: ANN001, ANN202
+        if question.task == "Expected Action" and question.index == 0:
+            await asyncio.wait_for(sibling_waiting.wait(), timeout=10)
+            raise PersonagraphError("the engine died")
+        waiting.append(asyncio.current_task())
+        if question.task == "Expected Action":
+            sibling_waiting.set()
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(persona_eval, "answer_question", answer)
+    with pytest.raises(PersonagraphError, match="the engine died"):
+        await asyncio.wait_for(run_eval(config(), run_dir), timeout=20)
+    await asyncio.sleep(0)
+    assert sibling_waiting.is_set() and all(task.done() for task in waiting)
+
+
 @pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("checklist", False), ("rationale", True)])
 async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Path, protocol: str,
                                                                      writes: bool) -> None:
