@@ -22,7 +22,7 @@ import asyncio
 import operator
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeVar
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -50,6 +50,7 @@ from personagraph.schemas import (
 )
 from personagraph.store import RunStore
 
+T = TypeVar("T")
 QUESTION_BATCH = "question_batch"
 """Record kind: one per persona × task — status, error, requested count, shortfall, extra calls."""
 
@@ -149,16 +150,12 @@ async def evaluate_task(payload: dict[str, Any], runtime: Runtime[EvalContext]) 
     ctx = _ctx(runtime)
     task = _task(payload["task"])
     if "benchmark" in payload:
-        questions, update = _benchmark_questions(ctx, payload["persona_id"], task, payload["benchmark"]), {}
+        questions = _store_questions(ctx, payload["persona_id"], task, payload["benchmark"], "benchmark")
+        update: dict[str, Any] = {}
     else:
         questions, update = await _write_questions(ctx, payload, task)
-    evaluations = [asyncio.ensure_future(_evaluate_question(ctx, payload["persona"], q)) for q in questions]
-    try:
-        results = await asyncio.gather(*evaluations)
-    except BaseException:  # an error that stops the run (or a cancellation): leave no question running
-        for pending in evaluations:
-            pending.cancel()
-        raise
+    results = await _all_or_none([asyncio.ensure_future(_evaluate_question(ctx, payload["persona"], q))
+                                  for q in questions])
     return {**update,
             "questions": [q.model_dump() for q in questions],
             "exemplars": [e for exemplars, _, _ in results for e in exemplars],
@@ -166,11 +163,13 @@ async def evaluate_task(payload: dict[str, Any], runtime: Runtime[EvalContext]) 
             "verdicts": [v for _, _, verdicts in results for v in verdicts]}
 
 
-def _benchmark_questions(ctx: EvalContext, persona_id: str, task: Task, texts: list[str]) -> list[Question]:
+def _store_questions(ctx: EvalContext, persona_id: str, task: Task, texts: list[str],
+                     source: Literal["generated", "benchmark"]) -> list[Question]:
+    """The task's questions, each stored as it is made."""
     questions = []
     for index, text in enumerate(texts):
         question = Question(id=short_id(persona_id, task.name, str(index), text), persona_id=persona_id,
-                            task=task.name, text=text, index=index, source="benchmark")
+                            task=task.name, text=text, index=index, source=source)
         ctx.store.put("question", question.id, question, unit=persona_id)
         questions.append(question)
     return questions
@@ -183,12 +182,7 @@ async def _write_questions(
     batch = await generate_questions(ctx.question_gen, payload["persona"], task, environments,
                                      ctx.questions_per_task)
     persona_id = payload["persona_id"]
-    questions = []
-    for index, text in enumerate(batch.questions):
-        question = Question(id=short_id(persona_id, task.name, str(index), text),
-                            persona_id=persona_id, task=task.name, text=text, index=index)
-        ctx.store.put("question", question.id, question, unit=persona_id)
-        questions.append(question)
+    questions = _store_questions(ctx, persona_id, task, batch.questions, "generated")
     # one row per task, replaced when a resumed run retries it: a failure or a shortfall is what it says
     ctx.store.put(QUESTION_BATCH, short_id(persona_id, "questions", task.name),
                   {"persona_id": persona_id, "task": task.name, "status": "failed" if batch.error else "ok",
@@ -212,17 +206,23 @@ async def _evaluate_question(
     branches = [asyncio.ensure_future(_answer_and_judge(ctx, persona, task, question, agent, sample,
                                                         exemplar_set))
                 for agent, sample in answerers]
-    try:
-        await asyncio.gather(exemplar_set, *branches)
-    except BaseException:  # an error that stops the run (or a cancellation): leave nothing running
-        for pending in (exemplar_set, *branches):
-            pending.cancel()
-        raise
+    await _all_or_none([exemplar_set, *branches])
     answers = [branch.result()[0] for branch in branches]
     verdicts = [verdict for branch in branches for verdict in branch.result()[1]]
     written = exemplar_set.result()
     return ([written.model_dump()] if written else [], [a.model_dump() for a in answers],
             [v.model_dump() for v in verdicts])
+
+
+async def _all_or_none(futures: list[asyncio.Future[T]]) -> list[T]:
+    """Every future's result; when one raises (an error that stops the run) or the caller is cancelled,
+    the others are cancelled first, so nothing is left sending calls."""
+    try:
+        return await asyncio.gather(*futures)
+    except BaseException:
+        for pending in futures:
+            pending.cancel()
+        raise
 
 
 async def _none() -> None:
