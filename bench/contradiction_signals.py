@@ -175,6 +175,12 @@ def quartiles(values: np.ndarray) -> str:
     return " ".join(f"{q:.2f}" for q in np.percentile(values, [25, 50, 75]))
 
 
+def baselines_by_id(recs: list[Record]) -> dict[str, dict[str, float]]:
+    """Every trivial baseline of every record: name → record id → value."""
+    columns = compute(BASELINES, [r.text for r in recs])
+    return {name: {r.id: v for r, v in zip(recs, column, strict=True)} for name, column in columns.items()}
+
+
 def report(label: str, signal: dict[str, float], recs: list[Record], graded: list[Reply],
            base: dict[str, dict[str, float]]) -> None:
     """Prints a per-reply reading on every dev file beside the baselines ``base`` (name → id → value): ρ
@@ -211,8 +217,7 @@ def main() -> None:
     graded, recs = records(args.dev, args.rubric_dev)
     values = asyncio.run(support(recs, args.cache))
     signal = {r.id: v for r, v in zip(recs, values, strict=True)}
-    baselines = compute(BASELINES, [r.text for r in recs])
-    base = {name: {r.id: v for r, v in zip(recs, column, strict=True)} for name, column in baselines.items()}
+    base = baselines_by_id(recs)
 
     report("fact support (logit P(Yes | related fact) − logit P(Yes | no fact))", signal, recs, graded, base)
 

@@ -193,7 +193,7 @@ async def judge_all(args: argparse.Namespace, judged: list[Judged], protocols: l
         await close_sessions()
         store.close()
     if unwritten:  # a verdict without its examples is still a verdict: say how many read none, and why
-        alone = sum(writer is not None and not r["read_exemplars"] for r in rows)
+        alone = sum(not r["read_exemplars"] for r in rows)
         print(f"exemplars: {len(unwritten)} of {len(exemplars)} sets not written, so {alone} of {len(rows)} "
               f"verdicts read the rubric alone; the writer's first error: {unwritten[0][:200]}", flush=True)
     return rows

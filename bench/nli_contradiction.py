@@ -37,9 +37,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import load_average, machine  # noqa: E402
-from bench.contradiction_signals import RUBRIC_DEV, Record, records, report  # noqa: E402
+from bench.contradiction_signals import RUBRIC_DEV, Record, baselines_by_id, records, report  # noqa: E402
 from bench.fit_evidence import DEV  # noqa: E402
-from personagraph.judges.features import BASELINES, compute, sentences  # noqa: E402
+from personagraph.judges.features import sentences  # noqa: E402
 from personagraph.judges.protocols import persona_facts  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "personagraph" / "bench-nli"
@@ -198,8 +198,7 @@ def main() -> None:
 
     graded, recs = records(args.dev, args.rubric_dev)
     read = {r.id: readings(probabilities, r) for r in recs}
-    baselines = compute(BASELINES, [r.text for r in recs])
-    base = {name: dict(zip([r.id for r in recs], column, strict=True)) for name, column in baselines.items()}
+    base = baselines_by_id(recs)
     for k, label in enumerate(("−max P(contradiction)", "max P(entailment)")):
         report(label, {i: values[k] for i, values in read.items()}, recs, graded, base)
     usr = [r for r in recs if r.source == "usr"]
