@@ -13,7 +13,8 @@
 # compile time; a CPU between two kept ones loads the lower. No AMX variant: its kernels crashed on an AMX
 # host (models/engine.py), and without weight repacking it was no faster. llamafile's sgemm is left out
 # too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
-# The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked).
+# The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked), with
+# the patches in scripts/llama-patches/ applied (each says what it changes and why).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
 #
 # Usage: bash scripts/build_llama_server.sh [VENV]      (default: .venv)
@@ -33,7 +34,8 @@ flags=(
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
 )  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
 kept=(x64 haswell cascadelake)  # the CPU variants built (the header says why these)
-stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]}"
+patches=(scripts/llama-patches/*.patch)
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]} patches $(cat "${patches[@]}" | sha256sum | cut -c1-16)"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
   echo "llama-server $version already built in $dest"
@@ -73,6 +75,10 @@ printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$version" "$sdist_sha256" >"$w
   -r "$work/requirements.txt" -d "$work"
 tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
+for patch_file in "${patches[@]}"; do
+  git -C "$src" apply "$PWD/$patch_file" \
+    || { echo "error: $patch_file does not apply to llama.cpp $version" >&2; exit 1; }
+done
 lists="$src/ggml/src/CMakeLists.txt"  # ggml's list of x86 variants: one ggml_add_cpu_backend_variant line each
 for variant in "${kept[@]}"; do
   grep -Eq "^\s*ggml_add_cpu_backend_variant\($variant(\s|\))" "$lists" \

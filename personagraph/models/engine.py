@@ -52,8 +52,9 @@ SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary 
 # beside another job, nor clearly on the machine alone (`--slots 5,4 --repeats 4`, load 1.2-2.0, 2026-12-03):
 # 5 minus 4 per replay -1.0, -1.4, -16.6, -4.2 s, mean -5.8 [-17.5, +5.9]; the judge wave alike (44.7-48.9 s
 # against 40.9-47.5 s), the question waves' spread following how many tokens were sampled.
-# 4096 tokens per slot (the old single context) fits the longest judge prompt plus its reply; KV costs
-# ~115 MB a slot for the 1.5B model.
+# 4096 tokens per slot (the old single context) fits the longest judge prompt plus its reply. A slot's KV
+# cache (up to ~115 MB for the 1.5B model) is resident only as far as its prompts have filled it: the build
+# zeroes it without touching its pages (scripts/llama-patches/).
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 # Host memory for prompts the server keeps beyond its slots (llama.cpp's prompt cache; its default is 8 GiB):
 # none. The slots' own KV already holds the prefix a verdict's calls share (a judge prompt's persona block
@@ -100,7 +101,7 @@ def explain_refusal(message: str) -> str:
     if _CONTEXT_EXCEEDED not in message:
         return message
     return (f"{message} (an embedded model's slot holds {CTX_PER_SLOT} tokens: set ${CTX_ENV} to more; "
-            f"each of its {SLOTS} slots then keeps a larger KV cache in memory)")
+            f"each of its {SLOTS} slots can then hold more KV cache in memory)")
 
 
 def server_path() -> Path:
