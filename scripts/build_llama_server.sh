@@ -61,6 +61,7 @@ if [ -x "$cached/llama-server" ] && [ "$(cat "$cached/BUILD_STAMP" 2>/dev/null)"
   exit 0
 fi
 command -v c++ >/dev/null || { echo "error: a C++ compiler is needed (Debian: apt-get install g++)" >&2; exit 1; }
+command -v git >/dev/null || { echo "error: git is needed to apply scripts/llama-patches (Debian: apt-get install git)" >&2; exit 1; }
 cmake_bin="$(command -v cmake || true)"
 if [ -z "$cmake_bin" ]; then  # no system cmake: PyPI's
   "$venv/bin/pip" install -q "cmake>=3.21"

@@ -4,14 +4,14 @@ its instructions). An AMX machine loads the AVX-512 VNNI variant; with ``--no-re
 
 from __future__ import annotations
 
-import asyncio
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from personagraph.models.engine import Engine, server_path
-from personagraph.models.openai_http import close_sessions, post_json
 from personagraph.models.spec import LOCAL_MODELS
 
 LEVELS = ("x64", "haswell", "cascadelake")
@@ -37,26 +37,19 @@ def test_the_build_holds_one_library_per_kept_variant_and_no_other() -> None:
 
 @pytest.mark.embedded
 @pytest.mark.parametrize("variant", [v for v in LEVELS if NEEDS[v] <= _cpu_flags()])
-def test_each_variant_this_cpu_can_run_answers(variant: str, tmp_path: Path) -> None:
+def test_each_variant_this_cpu_can_run_answers(
+    variant: str, tmp_path: Path, complete_once: Callable[[Engine], dict[str, Any]]
+) -> None:
     """The build folder copied with only ``variant``'s CPU library: ggml loads it, and the server answers."""
     source = server_path().parent
     for path in source.iterdir():
         if not path.name.startswith("libggml-cpu-") or path.name == f"libggml-cpu-{variant}.so":
             shutil.copy2(path, tmp_path / path.name, follow_symlinks=False)
     engine = Engine(LOCAL_MODELS["qwen2.5-coder-0.5b"], slots=1)
-
-    async def ask() -> dict:
-        try:
-            root = (await engine.base_url()).removesuffix("/v1")
-            body = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0.0}
-            return await post_json(root + "/completion", body, timeout_s=300)
-        finally:
-            await close_sessions()
-
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PERSONAGRAPH_LLAMA_SERVER", str(tmp_path / "llama-server"))
         try:
-            reply = asyncio.run(ask())
+            reply = complete_once(engine)
         finally:
             engine.stop()
     assert reply.get("content", "").strip(), reply

@@ -4,14 +4,14 @@ costs memory only where it is used."""
 
 from __future__ import annotations
 
-import asyncio
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from personagraph.models.engine import Engine
-from personagraph.models.openai_http import close_sessions, post_json
 from personagraph.models.spec import LOCAL_MODELS
 
 
@@ -22,19 +22,12 @@ def _kib(status: str, field: str) -> int:
 
 
 @pytest.mark.embedded
-def test_an_engine_holds_the_kv_cache_its_prompts_filled_not_its_whole_context() -> None:
+def test_an_engine_holds_the_kv_cache_its_prompts_filled_not_its_whole_context(
+    complete_once: Callable[[Engine], dict[str, Any]],
+) -> None:
     engine = Engine(LOCAL_MODELS["qwen2.5-coder-0.5b"], slots=4, extra_args=("-lv", "4"))  # logs KV size
-
-    async def ask() -> dict:
-        try:
-            root = (await engine.base_url()).removesuffix("/v1")
-            body = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0.0}
-            return await post_json(root + "/completion", body, timeout_s=300)
-        finally:
-            await close_sessions()
-
     try:
-        reply = asyncio.run(ask())
+        reply = complete_once(engine)
         assert engine.pid is not None
         status = Path(f"/proc/{engine.pid}/status").read_text()
         this_start = engine.log_path.read_text(errors="replace").rsplit("personagraph: ", 1)[-1]
