@@ -2,12 +2,13 @@
 
 How likely the packaged model finds a reply with the speaker's persona in front of the dialogue, against
 without it, says how much the reply draws on the persona (``judges/features.py``: the likelihood
-features). llama-server returns log-probabilities of the tokens it *generates*, not of a prompt, so the
-text is scored by generating it: the server tokenizes it (``/tokenize``), and ``/completion`` generates
-exactly those tokens under a grammar of their ids (``root ::= <[t1]> <[t2]> …``) with ``n_probs`` read
-before sampling, so each token's log-probability is the model's own (the softmax of its raw logits at that
-position), as a forward pass would give it. A grammar of the text's *characters* would not do: it lets
-the model spell a word in rare pieces (" mechanical" as " "+"me"+"chan"+"ical", one at −13 nats).
+features). The server tokenizes prefix and text apart (``/tokenize``), so the text is always the same
+tokens whatever precedes it, and ``/completion`` reads the prefix's and the text's tokens as one prompt with
+``n_prompt_logprobs`` set to the text's length: the server returns, in ``prompt_logprobs``, the
+log-softmax of the model's raw logits for each of the text's tokens at its position, as a forward pass
+gives it. That request field is added to llama-server by ``scripts/llama-patches/prompt-logprobs.patch``
+(the stock server returns log-probabilities of generated tokens only); the text is read in the prompt's
+one pass instead of one decode step per token.
 
 The engine is the one that already serves the model to the judges (``models/engine.py``): no second
 copy of the weights, and the server's prompt cache shares the prefix of a verdict's calls.
@@ -38,11 +39,10 @@ PACKAGED_LM = "qwen2.5-coder-1.5b"
 """The embedded model whose likelihoods the judge's features read: the judge's own."""
 MAX_TOKENS = 2048  # a prefix is cut from its start to keep prefix + continuation within this many tokens
 MAX_CONTINUATION = 32
-"""Tokens of a continuation scored: a longer reply is scored on its start. Each scored token is one decode
-step of the engine (~0.1 s on 2 cores for the 1.5B, shared by the replies in flight), where a prompt's
-tokens are read ~13 times faster. The fitted model that reads these scores (``judges/evidence.yaml``) was
-fitted on USR PersonaChat replies of at most 23 tokens; an eval's answers run to 40–100, and an answer shows
-its persona, or contradicts it, from its first sentences (the effect on every dev file:
+"""Tokens of a continuation scored (the most the engine's ``n_prompt_logprobs`` takes): a longer reply is
+scored on its start. The fitted model that reads these scores (``judges/evidence.yaml``) was fitted on USR
+PersonaChat replies of at most 23 tokens; an eval's answers run to 40–100, and an answer shows its persona,
+or contradicts it, from its first sentences (the effect on every dev file:
 docs/benchmarks.md#fitting-the-evidence-model)."""
 
 MODEL_ENV = "PERSONAGRAPH_LIKELIHOOD_MODEL"
@@ -159,7 +159,7 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
     if todo:  # each text tokenized once: a reply is scored after several prefixes
         texts = list(dict.fromkeys(text for pair in todo for text in pair if text))
         ids = dict(zip(texts, await asyncio.gather(*(_tokenize(name, t) for t in texts)), strict=True))
-        scored = await asyncio.gather(*(_forced_scores(name, ids.get(prefix, []), ids.get(reply, []))
+        scored = await asyncio.gather(*(_scores_after(name, ids.get(prefix, []), ids.get(reply, []))
                                         for prefix, reply in todo))
         for pair, values in zip(todo, scored, strict=True):
             _logprobs.put((name, *pair), values)
@@ -167,18 +167,17 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
     return [found[pair] for pair in pairs]
 
 
-async def _forced_scores(name: str, head: list[int], tail: list[int]) -> np.ndarray:
-    """The forced log-probabilities of ``tail`` (its first :data:`MAX_CONTINUATION` tokens) after ``head``."""
+async def _scores_after(name: str, head: list[int], tail: list[int]) -> np.ndarray:
+    """The log-probabilities of ``tail``'s tokens (its first :data:`MAX_CONTINUATION`) after ``head``."""
     tail = tail[:MAX_CONTINUATION]
     if not tail:
         return np.zeros(0)
     head = head[max(0, len(head) + len(tail) - MAX_TOKENS):]
-    body = {
-        "prompt": head, "n_predict": len(tail), "n_probs": 1, "post_sampling_probs": False,
-        "grammar": "root ::= " + " ".join(f"<[{t}]>" for t in tail), "temperature": 0.0,
-        "cache_prompt": True, "return_tokens": True,
-    }
-    values = _forced_logprobs(await _post(name, "/completion", body), tail)
+    if not head:  # the first token of a prompt has no log-probability
+        raise LikelihoodError("a text is scored after a prefix, and this prefix holds no tokens")
+    body = {"prompt": head + tail, "n_prompt_logprobs": len(tail), "n_predict": 1, "temperature": 0.0,
+            "cache_prompt": True}
+    values = _prompt_logprobs(await _post(name, "/completion", body), len(head) + len(tail), len(tail))
     values.setflags(write=False)  # shared by every caller that asks again
     return values
 
@@ -229,29 +228,25 @@ def _yes_share(reply: Any) -> float:
     return float(yes / (yes + no)) if yes + no > 0 else 0.5
 
 
-def _forced_logprobs(reply: Any, tail: list[int]) -> np.ndarray:
-    """The log-probability of each forced token, read from the engine's reply (untrusted: every entry is
-    checked to be the token asked for, every value to be a log-probability as the model layer checks one,
-    ``openai_http.log_probability``)."""
+def _prompt_logprobs(reply: Any, n_prompt: int, n_scored: int) -> np.ndarray:
+    """The log-probabilities of the last ``n_scored`` of ``n_prompt`` prompt tokens, read from the engine's
+    reply (untrusted: it must have read the whole prompt and scored as many tokens as asked, and every value
+    must be a log-probability as the model layer checks one, ``openai_http.log_probability``)."""
     from personagraph.models.openai_http import log_probability
 
     try:
-        entries = reply["completion_probabilities"]
-        ids = [int(e["id"]) for e in entries]
-        raw = [e["logprob"] for e in entries]
+        raw = list(reply["prompt_logprobs"])
+        evaluated = int(reply["tokens_evaluated"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise LikelihoodError(f"the engine's reply holds no token log-probabilities ({exc!r:.80})") from None
-    if ids != tail:
-        raise LikelihoodError(f"the engine generated other tokens than the text scored ({len(ids)} of "
-                              f"{len(tail)} tokens, first differing at {_first_difference(ids, tail)})")
+        raise LikelihoodError(f"the engine's reply holds no prompt log-probabilities ({exc!r:.60}): is its "
+                              "llama-server built with scripts/llama-patches? (scripts/install.sh)") from None
+    if evaluated != n_prompt or len(raw) != n_scored:
+        raise LikelihoodError(f"the engine scored {len(raw)} of a {evaluated}-token prompt, not the last "
+                              f"{n_scored} of {n_prompt} tokens asked")
     try:
         return np.array([log_probability(value) for value in raw], dtype=np.float64)
     except ValueError:
         raise LikelihoodError("the engine's log-probabilities are not finite numbers ≤ 0") from None
-
-
-def _first_difference(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 async def _tokenize(name: str, text: str) -> list[int]:
