@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import ctypes
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -85,8 +83,20 @@ NO_REPACK = ("--no-repack",)
 OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 START_TIMEOUT_S = 180.0
 _LISTENING = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)  # resolved here: the child must not dlopen between fork and exec
+_LAUNCHER = """
+import ctypes, os, resource, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)  # the parent died before the line above: nobody would end the server
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+"""Runs in the server's process between the spawn and llama-server (``python -S -c _LAUNCHER <parent pid>
+<server command>``): the server dies with its parent (SIGKILL when the spawning thread's process is gone)
+and never dumps core. Not a ``preexec_fn``: with one, Python spawns with fork() instead of vfork(), and
+fork() runs OpenBLAS's pthread_atfork handler, which shuts its thread pool down under a matrix product
+another thread is running (the embedding model's): that product then spins forever
+(OpenMathLib/OpenBLAS#2270, numpy/numpy#30092)."""
 
 
 class EngineFailed(PersonagraphError):
@@ -134,12 +144,6 @@ def _describe(returncode: int) -> str:
         except ValueError:
             return f"signal {-returncode}"
     return f"exit code {returncode}"
-
-
-def _child_setup() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Dies with its parent (SIGKILL when the spawning thread's process is gone), never dumps core."""
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 class Engine:
@@ -236,9 +240,9 @@ class Engine:
             started = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"--- {started} personagraph: {' '.join(command)}\n".encode())
             log.flush()
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=server_env(binary), start_new_session=True, preexec_fn=_child_setup,
+            self._process = subprocess.Popen(  # no preexec_fn: Python then spawns with vfork (_LAUNCHER)
+                [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *command], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, env=server_env(binary), start_new_session=True,
             )
         self._url = self._wait_ready(offset)
 

@@ -208,6 +208,51 @@ async def test_stop_ends_the_server_and_removes_its_log(fake_engine: None) -> No
     assert engine.pid not in (None, pid) and engine.deaths == []
 
 
+_MULTIPLYING = """
+import asyncio, re, threading, time
+from pathlib import Path
+import numpy as np
+from threadpoolctl import threadpool_limits
+from personagraph.models import engine
+engine.ensure_weights = lambda model: "unused.gguf"
+left, right = np.ones((512, 384), dtype=np.float32), np.ones((384, 1536), dtype=np.float32)
+products = [0]
+
+def multiply():
+    with threadpool_limits(limits=2):  # OpenBLAS's thread pool, which a fork shuts down
+        while True:
+            left @ right
+            products[0] += 1
+
+threading.Thread(target=multiply, daemon=True).start()
+for _ in range(8):
+    server = engine.engine_for("qwen2.5-coder-0.5b")
+    asyncio.run(server.base_url())
+    limits = Path(f"/proc/{server.pid}/limits").read_text()
+    assert re.search(r"Max core file size\\s+0\\s+0", limits), limits
+    server.stop()
+    seen = products[0]
+    while products[0] == seen:
+        time.sleep(0.01)
+print("ok", products[0], flush=True)
+"""
+
+
+def test_servers_start_while_another_thread_multiplies_matrices(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a server does not fork() this process: fork() runs OpenBLAS's atfork handler, which shuts
+    its thread pool down under a product another thread is running (the embedding model encoding the
+    environment pool while the engines start), and the process then hangs. The server still dumps no
+    core (and dies with this process: the test below). Run in a child, so that a hang fails this test."""
+    use_fake_engine(tmp_path, monkeypatch)
+    try:
+        done = subprocess.run([sys.executable, "-c", _MULTIPLYING], capture_output=True, text=True,
+                              env=os.environ.copy(), timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a process starting servers while multiplying matrices hung")
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-2000:]
+
+
 _PARENT = """
 import asyncio, sys, time
 from personagraph.models import engine
