@@ -31,7 +31,7 @@ async def test_a_text_scores_as_the_engine_scores_its_own_generation() -> None:
     assert np.all(scored <= 0) and scored.size > 0
     head = await likelihood._tokenize(likelihood.PACKAGED_LM, prefix)
     tail = await likelihood._tokenize(likelihood.PACKAGED_LM, generated)
-    cached = await likelihood._scores_after(likelihood.PACKAGED_LM, head, tail)  # the prompt cache holds it all
+    cached = await likelihood._scores_after(likelihood.PACKAGED_LM, head, tail)  # from the prompt cache
     np.testing.assert_allclose(cached, scored, atol=0.05)
 
 
@@ -135,6 +135,12 @@ def test_the_yes_share_is_read_from_the_first_tokens_alternatives(top, share) ->
 def test_a_yes_no_reply_that_holds_no_log_probabilities_is_refused(reply) -> None:
     with pytest.raises(likelihood.LikelihoodError, match="no first-token log-probabilities"):
         likelihood._yes_share(reply)
+
+
+async def test_a_text_after_an_empty_prefix_is_refused_before_the_engine_is_asked() -> None:
+    """A prompt's first token has no log-probability: a text is always scored after a prefix."""
+    with pytest.raises(likelihood.LikelihoodError, match="this prefix holds no tokens"):
+        await likelihood._scores_after("no-engine-asked", [], [11, 22])
 
 
 def test_the_prompt_log_probabilities_are_read_in_order() -> None:
