@@ -6,18 +6,9 @@ import pytest
 
 from personagraph.agents import PersonaAgent
 from personagraph.judges.judge import score_response
-from personagraph.judges.protocols import (
-    asked_checks,
-    checklist_schema,
-    evidence_model,
-    gate_share,
-    get_protocol,
-    is_good,
-    persona_facts,
-)
+from personagraph.judges.protocols import asked_checks, evidence_model, get_protocol, read_gates
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
-from personagraph.models.client import extract_json
 from personagraph.models.engine import engine_for
 
 pytestmark = pytest.mark.embedded
@@ -31,30 +22,26 @@ async def test_persona_agent_answers_in_persona(run_dir) -> None:
 
 
 async def test_judge_verdict_from_the_embedded_judge_validates(run_dir) -> None:
-    """The default protocol for local: judges (evidence: the checklist call, then the fitted model of
-    judges/evidence.yaml over the text evidence, gated by the call's disclosure answer, the one question
-    asked), through the engine: the reply parses, and the score is the documented one."""
+    """The default protocol for local: judges (evidence: the fitted model of judges/evidence.yaml over the
+    text evidence and the engine's likelihoods, gated by the persona-break markers; the model reads no
+    check, so the judge is asked nothing), through the engine: the score is the documented one."""
     judge = ModelClient.create("local:qwen2.5-coder-1.5b", "judge", max_tokens=120)
     rubric = load_rubric("persona_consistency")
     protocol = get_protocol(None, judge.name)
-    checks = asked_checks(protocol, rubric)  # the fitted model reads no check: the disclosure gate alone
     model = evidence_model(rubric)
     assert protocol.name == "evidence" and protocol.reply == "checklist" and model is not None
-    assert [c.name for c in checks] == ["in_character"]
-    scored = await score_response(
-        judge,
-        rubric,
-        persona=COWBOY,
-        question="What did you do for a living?",
-        response="Forty years I rode herd on cattle across West Texas, and I'd do it again tomorrow.",
-    )
-    assert scored.status == "ok", scored.error
-    facts = len(persona_facts(COWBOY))
-    answers = checklist_schema(checks, facts).model_validate(extract_json(scored.raw)).model_dump()
-    stated = [1.0 if is_good(c, answers[f"q{i}"]) else 0.0 for i, c in enumerate(checks, start=1)]
-    share = model.share({name: scored.inputs[name] for name in model.inputs})
-    assert scored.score == 1 + round(4 * share * gate_share(checks, stated))
-    assert scored.expected is not None and 1.0 <= scored.expected <= 5.0
+    assert asked_checks(protocol, rubric) == ()
+    assert [c.name for c in read_gates(protocol, rubric)] == ["in_character"]
+    plain = "Forty years I rode herd on cattle across West Texas, and I'd do it again tomorrow."
+    for response, gate in ((plain, 1.0), ("As an AI language model, I have never ridden a horse.", 0.0)):
+        scored = await score_response(judge, rubric, persona=COWBOY, question="What did you do for a living?",
+                                      response=response)
+        assert scored.status == "ok", scored.error
+        assert scored.inputs["check:in_character"] == gate and judge.meter.total_calls == 0
+        share = model.share({name: scored.inputs[name] for name in model.inputs})
+        assert scored.score == 1 + round(4 * share * gate)
+        assert scored.expected == pytest.approx(1 + 4 * share * gate)
+        assert scored.inputs["persona_pmi"] != 0.0  # read from the engine
 
 
 async def test_the_engine_runs_on_this_cpu() -> None:

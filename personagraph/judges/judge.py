@@ -7,6 +7,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from personagraph.errors import PersonagraphError
 from personagraph.judges.features import Text, acompute
 from personagraph.judges.features import prepare as prepare_features
@@ -26,18 +28,21 @@ from personagraph.judges.protocols import (
     evidence_model,
     expected_score,
     fence,
-    fitted_gate_share,
+    gate_share,
     get_protocol,
     grounding_model,
     persona_facts,
     persona_text,
+    read_gates,
     recent_dialogue,
     score_schema,
     stated_good,
     text_checks,
 )
+from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.rubrics import Rubric, load_rubric
 from personagraph.models import ModelClient
+from personagraph.models.client import Structured
 from personagraph.prompts import load_prompt
 from personagraph.schemas import (
     Answer,
@@ -146,27 +151,23 @@ async def _read_judge(
     examples: str | None,
     protocol: Protocol | str | None,
 ) -> Scored:
-    """The judge's own reading of a response under ``protocol``: one structured call."""
+    """The judge's own reading of a response under ``protocol``: one structured call, none where every
+    check the rubric's fitted model reads is read from the text."""
     if not isinstance(protocol, Protocol):
         protocol = get_protocol(protocol, client.name)
     checks = asked_checks(protocol, rubric)
-    if protocol.reply == "checklist" and not checks:
+    model = evidence_model(rubric) if protocol.weighed else None
+    if protocol.reply == "checklist" and not checks and model is None:
         protocol = get_protocol("facts", client.name)
     if not protocol.exemplars:
         examples = None  # judged as the protocol was measured (see protocols.PROTOCOLS)
     if protocol.dialogue_lines and question:
         question = recent_dialogue(question, protocol.dialogue_lines)
-    shown, asked = persona or "(not given)", question
-    if checks and all(check.gate for check in checks):
-        # Gates ask whether the response breaks character: they need to know who is played and what it
-        # answers, not every fact or the whole dialogue, and a long role-play would otherwise cost a
-        # verdict its largest prompt twice (the likelihood passes read it whole).
-        shown, asked = persona_facts(shown)[0], recent_dialogue(question, 1)
     messages = load_prompt(protocol.prompt).messages(
         task=rubric.task,
         rubric=rubric.text(),
-        persona=fence("PERSONA", persona_text(protocol, shown)),
-        question=fence("QUESTION", asked or "(not given)"),
+        persona=fence("PERSONA", persona_text(protocol, persona or "(not given)")),
+        question=fence("QUESTION", question or "(not given)"),
         exemplars=(fence("EXAMPLES", examples) if examples
                    else "(no examples available: rely on the rubric alone)"),
         answer=fence("RESPONSE", response),
@@ -174,35 +175,37 @@ async def _read_judge(
         high=rubric.scale[1],
         checklist=checklist_text(checks),
     )
-    if checks:
+    if checks or model is not None:
         facts = len(persona_facts(persona or "(not given)"))
         text = Text(persona=persona or "", question=question or "", response=response)
-        model = evidence_model(rubric) if protocol.weighed else None
+        schema = checklist_schema(checks, facts)
         # What the verdict reads from the response is asked beside the judge call, not after it: the
         # engine batches them, and a verdict waits for the slower one instead of both in turn.
         reply, read, values = await asyncio.gather(
-            client.structured(messages, checklist_schema(checks, facts), top_logprobs=TOP_LOGPROBS),
+            client.structured(messages, schema, top_logprobs=TOP_LOGPROBS) if checks else _not_asked(schema),
             _settled(_read_text_checks(text_checks(protocol, rubric), text)),
             _settled(_features(model, text)))
         if not reply.ok or reply.value is None:
             return Scored("failed", None, "", reply.raw, reply.error)
         if isinstance(read, PersonagraphError):
             return Scored("failed", None, "", reply.raw, f"text features: {read}")
+        read = [*read, *_read_gates(read_gates(protocol, rubric), response)]
         answers = reply.value.model_dump()
         score, expected, good = checklist_score(checks, answers, reply.logprobs, rubric.scale, facts, read)
-        rationale = "; ".join(
-            f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
-            for (key, value), p in zip(answers.items(), good[:len(checks)], strict=True)
-        )
-        rationale += "".join(f"; {check.name} (read from the text): P good {p:.2f}" for check, p in read)
+        said = [f"{key}: {value}" + ("" if p is None else f" (P good {p:.2f})")
+                for (key, value), p in zip(answers.items(), good[:len(checks)], strict=True)]
+        said += [f"{check.name} (read from the text): P good {p:.2f}" for check, p in read]
         inputs: dict[str, float | None] = dict(check_probabilities([*checks, *(c for c, _ in read)], good))
         if model is not None:
             if isinstance(values, PersonagraphError):  # the engine could not score the text
                 return Scored("failed", None, "", reply.raw, f"likelihood features: {values}")
-            score, expected, weighed = _weigh(model, checks, answers, good, values, rubric.scale)
-            rationale += "; evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items())
+            every = [*checks, *(check for check, _ in read)]
+            stated = [*stated_good(checks, answers), *(float(p >= 0.5) for _, p in read)]
+            score, expected, weighed = _weigh(model, every, stated, good, values, rubric.scale)
+            said.append("evidence: " + ", ".join(f"{k} {v:.2f}" for k, v in weighed.items()))
             inputs.update(weighed)
-        return Scored("ok", score, rationale, reply.raw, None, expected, inputs=inputs, cached=reply.cached)
+        return Scored("ok", score, "; ".join(said), reply.raw, None, expected, inputs=inputs,
+                      cached=reply.cached)
     schema = score_schema(*rubric.scale, with_rationale=protocol.reply == "rationale")
     reply = await client.structured(messages, schema, top_logprobs=TOP_LOGPROBS)
     if not reply.ok or reply.value is None:
@@ -231,6 +234,17 @@ async def _features(model: EvidenceModel | None, text: Text) -> dict[str, float]
     return {name: column[0] for name, column in features.items()}
 
 
+async def _not_asked(schema: type[BaseModel]) -> Structured[Any]:
+    """The reply of a verdict that asks the judge nothing: every check it reads is read from the text."""
+    return Structured("ok", value=schema())
+
+
+def _read_gates(gates: tuple[Check, ...], response: str) -> list[tuple[Check, float]]:
+    """Each gate with its P(good) read by the persona-break markers: 0 where one matches, else 1."""
+    broken = detect_refusal(response) is not None
+    return [(gate, 0.0 if broken else 1.0) for gate in gates]
+
+
 async def _read_text_checks(checks: tuple[Check, ...], text: Text) -> list[tuple[Check, float]]:
     """Each check read from the response with its P(good): the grounding model's share for an ``answer:
     text`` check, the embedded model's character-fit answer for an ``answer: fit`` one."""
@@ -247,22 +261,20 @@ async def _read_text_checks(checks: tuple[Check, ...], text: Text) -> list[tuple
 
 
 def _weigh(
-    model: EvidenceModel, checks: tuple[Check, ...], answers: dict[str, Any], good: list[float | None],
+    model: EvidenceModel, checks: list[Check], stated: list[float], good: list[float | None],
     values: dict[str, float], scale: tuple[int, int],
 ) -> tuple[int, float | None, dict[str, float]]:
     """The ``evidence`` score: the fitted model over the checks' P(good) and the text features' ``values``,
-    times what the gates leave of it (:func:`fitted_gate_share`). The integer score reads the stated answers
-    (1/0) where the expected one reads probabilities; without log-probabilities only the integer score
-    exists. Returns both and the inputs read."""
+    times what the gates leave of it (:func:`gate_share`). The integer score reads the stated answers (1/0)
+    where the expected one reads probabilities; without log-probabilities only the integer score exists.
+    Returns both and the inputs read."""
     low, high = scale
-    stated = stated_good(checks, answers)
     read = {**values, **check_probabilities(checks, stated)}
-    integer = low + round((high - low) * model.share(read) * fitted_gate_share(checks, stated))
+    integer = low + round((high - low) * model.share(read) * gate_share(checks, stated))
     if any(p is None for p in good):
         return integer, None, read
     inputs = {**values, **check_probabilities(checks, good)}
-    gates = fitted_gate_share(checks, good)  # type: ignore[arg-type]
-    expected = low + (high - low) * model.share(inputs) * gates
+    expected = low + (high - low) * model.share(inputs) * gate_share(checks, good)  # type: ignore[arg-type]
     return integer, expected, inputs  # type: ignore[return-value]
 
 

@@ -11,15 +11,15 @@ beside the integer one.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
 * ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
   yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
-* ``evidence`` (the embedded judges' default) — the ``checklist`` call (asking only the checks the
-  rubric's fitted model reads, and the gates), then evidence read from the text and the judge's own model
-  (``judges/features.py``: persona words the response states, its best sentence-to-fact MiniLM cosine,
-  repetition, and how much the persona and the dialogue raise the model's likelihood of the response,
-  which falls where the response contradicts the persona) weighed by a logistic model fitted on graded
-  human ratings of two sources (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``); a rubric
-  without fitted weights there is scored by the checklist rule, whose ``answer: text`` checks read the
-  text-only grounding model instead of asking the judge. Gates (an AI disclosure) still take the score
-  to the minimum.
+* ``evidence`` (the embedded judges' default) — for a rubric with a fitted model (Persona Consistency):
+  evidence read from the text and the judge's own model (``judges/features.py``: persona words the
+  response states, its best sentence-to-fact MiniLM cosine, repetition, and how much the persona and the
+  dialogue raise the model's likelihood of the response) weighed by a logistic model fitted on graded
+  human ratings (``judges/evidence.yaml``, written by ``bench/fit_evidence.py``), the judge asked only the
+  checks that model reads (the packaged one reads none: no call), its gates read by the persona-break markers
+  (:func:`read_gates`). A rubric without fitted weights is scored by the ``checklist`` call and rule, whose
+  ``answer: text`` checks read the text-only grounding model and ``answer: fit`` checks the model's
+  character-fit answer instead of asking. Gates (an AI disclosure) take the score to the minimum.
 
 Untrusted text (persona, question, examples, response) goes into :func:`fence`d blocks that it cannot
 close, and the prompts say that text inside them is data.
@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges.refusal import MARKERS_FILE
 from personagraph.judges.rubrics import Rubric
 from personagraph.likelihood import MAX_CONTINUATION
 from personagraph.models.openai_http import TokenLogprobs
@@ -78,11 +79,12 @@ class Protocol:
     @property
     def version(self) -> str:
         """Identifies what the judge is asked and how its reply is scored (hashed into verdict ids and run
-        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights and the reply tokens
-        its likelihoods read."""
+        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights, the reply tokens
+        its likelihoods read and the persona-break markers its fitted models' gates read."""
         extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
         if self.weighed:
-            extra += f"-{data_hash(EVIDENCE_FILE)}-{load_prompt('character_fit').version}-t{MAX_CONTINUATION}"
+            fit = load_prompt("character_fit").version
+            extra += f"-{data_hash(EVIDENCE_FILE)}-{fit}-t{MAX_CONTINUATION}-{data_hash(MARKERS_FILE)}"
         extra += f"-last{self.dialogue_lines}" if self.dialogue_lines else ""
         return f"{self.name}-{load_prompt(self.prompt).version}{extra}"
 
@@ -424,16 +426,27 @@ def grounding_model() -> EvidenceModel | None:
 
 def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
     """The questions the judge is asked: the rubric's checklist (never its ``text`` or ``fit`` checks), but
-    under a weighed protocol with a fitted model only the checks the model reads and the gates. Asking
-    the others would change no score and cost generated tokens and seconds per verdict (the fitted
-    Persona Consistency model reads no check: its call asks the disclosure gate alone)."""
+    under a weighed protocol with a fitted model only the checks the model reads, none when it reads none
+    (the fitted Persona Consistency model: no judge call). Its gates are read from the response instead
+    (:func:`read_gates`); asking the others would change no score and cost prompt tokens per verdict."""
     asked = tuple(c for c in checklist(rubric) if c.answer not in READ_ANSWERS)
     checks = asked if protocol.reply == "checklist" else ()
     model = evidence_model(rubric) if protocol.weighed else None
     if model is None:
         return checks
     read = set(model.inputs)
-    return tuple(c for c in checks if c.gate or f"check:{c.name}" in read) or checks
+    return tuple(c for c in checks if not c.gate and f"check:{c.name}" in read)
+
+
+def read_gates(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
+    """The gates a fitted model's verdict reads from the response by the persona-break markers
+    (``judges/refusal.py``: good unless a marker matches), not asked of the judge. On
+    ``bench/refusal_sentences.yaml`` the markers catch 30 of 30 refusals with 0 of 25 in-character false
+    positives, where the 1.5B asked the gate question put P(no disclosure) below 0.5 for 1 of the 30 (its
+    readings 0.48–0.69 on refusals, 0.57–0.69 in character): a call that decided nothing."""
+    if not protocol.weighed or evidence_model(rubric) is None:
+        return ()
+    return tuple(c for c in checklist(rubric) if c.gate)
 
 
 def text_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
@@ -452,18 +465,9 @@ def check_probabilities(checks: Sequence[Check], good: Sequence[float | None]) -
 
 
 def gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
-    """Π P(good) over the gates: what an AI disclosure leaves of the score under the checklist rule.
+    """Π P(good) over the gates: what an AI disclosure leaves of the score.
 
-    The plain probability, not the judge's yes/no: the 1.5B's P(no disclosure) also falls for a reply
-    that does not fit the persona, which is signal the rubrics without fitted weights rely on. A fitted
-    model reads its gates by :func:`fitted_gate_share`."""
+    Under the checklist rule, the judge's plain probability, not its yes/no: the 1.5B's P(no disclosure)
+    also falls for a reply that does not fit the persona, which is signal the rubrics without fitted
+    weights rely on. A fitted model's gates are read from the text (:func:`read_gates`): 1 or 0."""
     return math.prod(g for c, g in zip(checks, good, strict=True) if c.gate)
-
-
-def fitted_gate_share(checks: Sequence[Check], good: Sequence[float]) -> float:
-    """What the gates leave of a fitted model's score, read as the judge's decision: whole while the judge
-    holds the good answer the likelier (P(good) ≥ 0.5), below that falling with it to the minimum at P(good)
-    0: Π min(1, 2·P(good)); a stated answer (1 or 0) reads as a decision already. Multiplied in as the
-    checklist rule does (:func:`gate_share`), the 1.5B's P(no disclosure), 0.57–0.76 on plain replies,
-    would only add noise to a share that is already the score."""
-    return math.prod(min(1.0, 2.0 * g) for c, g in zip(checks, good, strict=True) if c.gate)

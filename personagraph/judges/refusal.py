@@ -7,10 +7,12 @@ from functools import lru_cache
 
 from personagraph.resources import read_yaml
 
+MARKERS_FILE = "judges/refusal_markers.yaml"
+
 
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], ...]:
-    markers = read_yaml("judges/refusal_markers.yaml")["markers"]
+    markers = read_yaml(MARKERS_FILE)["markers"]
     return tuple(re.compile(marker, re.I) for marker in markers)
 
 

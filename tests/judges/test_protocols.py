@@ -33,6 +33,7 @@ from personagraph.judges.protocols import (
     fence,
     get_protocol,
     persona_facts,
+    read_gates,
     recent_dialogue,
 )
 from personagraph.judges.rubrics import load_rubric
@@ -305,10 +306,12 @@ async def test_the_evidence_protocol_weighs_checks_and_text(monkeypatch: pytest.
     assert scored.expected == pytest.approx(1 + 4 * WEIGHED.share(scored.inputs))
     assert scored.score == 1 + round(4 * WEIGHED.share({**scored.inputs, "check:fact": 1.0}))
     assert "evidence: knowledge_stems 2.00" in scored.rationale
-    # An AI disclosure is a gate: whatever the evidence, the score goes to the minimum.
-    gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
-                                 persona=persona, question="Job?", response=response, protocol="evidence")
+    # An AI disclosure is a gate, read from the text: whatever the evidence, the score goes to the minimum.
+    gated = await score_response(ModelClient.create("test:checks-good", "judge"), rubric, persona=persona,
+                                 question="Job?", response=f"As an AI language model, {response.lower()}",
+                                 protocol="evidence")
     assert gated.score == 1 and gated.expected == pytest.approx(1.0)
+    assert gated.inputs["check:in_character"] == 0.0
 
 
 async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
@@ -346,49 +349,45 @@ async def test_the_evidence_verdict_reads_the_response_while_the_judge_is_asked(
     assert failed.error == "likelihood features: the engine is gone"
 
 
-async def test_a_call_that_asks_only_gates_shows_the_first_persona_fact_and_the_last_line(
+async def test_a_fitted_model_that_reads_no_check_asks_the_judge_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Whether a response breaks character needs who is played and what it answers, not every fact of a
-    long profile or the whole dialogue."""
+    """Its gates are read from the text, so the verdict is the model over the text evidence alone."""
     text_only = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
                               intercept=0.0)
     _fitted(monkeypatch, text_only)
-    judge = ModelClient.create("test:checks-good", "judge")
-    prompts: list[str] = []
-    asked = judge.structured
+    judge = ModelClient.create("test:checks-disclosing", "judge")
 
-    async def recorded(messages: list[dict[str, str]], *args: Any, **kwargs: Any) -> Any:
-        prompts.append(messages[-1]["content"])
-        return await asked(messages, *args, **kwargs)
+    async def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the judge was asked")
 
-    monkeypatch.setattr(judge, "structured", recorded)
-    persona = "I am a nurse. I live in Ohio. I have two cats."
-    dialogue = "User1: Hi!\nUser2: Hello.\nUser1: What is your job?"
-    for protocol in ("evidence", "checklist"):
-        scored = await score_response(judge, load_rubric("persona_consistency"), persona=persona,
-                                      question=dialogue, response="I nurse.", protocol=protocol)
-        assert scored.status == "ok"
-    gates_only, every_check = prompts
-    assert "1. I am a nurse." in gates_only and "Ohio" not in gates_only and "q2." not in gates_only
-    assert "User1: What is your job?" in gates_only and "Hello." not in gates_only
-    assert "3. I have two cats." in every_check and "User2: Hello." in every_check
+    monkeypatch.setattr(judge, "structured", never)
+    persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
+    scored = await score_response(judge, load_rubric("persona_consistency"), persona=persona,
+                                  question="Job?", response=response, protocol="evidence")
+    assert scored.status == "ok" and scored.raw == ""
+    assert scored.inputs == {"check:in_character": 1.0, "knowledge_stems": 2.0}
+    assert scored.expected == pytest.approx(1 + 4 * text_only.share({"knowledge_stems": 2.0}))
+    assert scored.rationale.startswith("in_character (read from the text): P good 1.00; evidence: ")
 
 
-def test_the_evidence_call_asks_only_what_its_model_reads_and_the_gates(
+def test_the_evidence_call_asks_only_what_its_model_reads_and_reads_its_gates_from_the_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rubric = load_rubric("persona_consistency")
     names = lambda protocol: [c.name for c in asked_checks(get_protocol(protocol, "local:x"), rubric)]  # noqa: E731
     assert names("checklist") == ["fact", "no_contradiction", "sensible", "in_character"]
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
-    assert names("evidence") == ["fact", "sensible", "in_character"]
+    gates = lambda protocol: [c.name for c in read_gates(get_protocol(protocol, "local:x"), rubric)]  # noqa: E731
+    assert names("evidence") == ["fact", "sensible"] and gates("evidence") == ["in_character"]
     text_only = EvidenceModel(inputs=("knowledge_stems",), mean=(1.0,), scale=(1.0,), weights=(1.0,),
                               intercept=0.0)
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: text_only)
-    assert names("evidence") == ["in_character"]  # the gate alone
+    assert names("evidence") == [] and gates("evidence") == ["in_character"]  # nothing asked
+    assert gates("checklist") == []  # the checklist rule asks its gates
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: None)
     assert names("evidence") == names("checklist")  # no fitted model: the checklist rule needs them all
+    assert gates("evidence") == []
 
 
 @contextmanager
@@ -413,15 +412,6 @@ def test_a_broken_evidence_file_is_one_line(monkeypatch: pytest.MonkeyPatch) -> 
             evidence_model(load_rubric("persona_consistency"))
 
 
-def test_a_fitted_models_gates_read_as_the_judges_decision() -> None:
-    checks = [Check(question="which fact?", answer="fact"), Check(question="an AI?", good="no", gate=True)]
-    share = protocols_module.fitted_gate_share
-    # Whole while "no disclosure" is the likelier answer: the 1.5B's 0.57-0.75 on plain replies is noise.
-    assert [share(checks, [0.2, p]) for p in (1.0, 0.75, 0.5)] == [1.0, 1.0, 1.0]
-    # Below it the score falls to the minimum; the fact check is no gate and is not read here.
-    assert share(checks, [0.9, 0.3]) == pytest.approx(0.6) and share(checks, [0.9, 0.0]) == 0.0
-
-
 def test_a_broken_evidence_file_stops_an_evidence_run_before_it_judges(monkeypatch) -> None:
     data = {"models": {"Persona Consistency": {"inputs": ["x"], "mean": [], "scale": [], "weights": [],
                                                "intercept": 0.0}}}
@@ -431,21 +421,23 @@ def test_a_broken_evidence_file_stops_an_evidence_run_before_it_judges(monkeypat
         assert judge_module.ready_protocol("rationale", "local:qwen2.5-coder-1.5b").name == "rationale"
 
 
-async def test_a_disclosure_still_sinks_a_fitted_score_and_a_plain_reply_keeps_it(
+async def test_a_disclosure_sinks_a_fitted_score_whatever_the_judge_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The fitted model's gate is the persona-break markers' reading of the response, not the judge's."""
     _fitted(monkeypatch, WEIGHED)
     rubric = load_rubric("persona_consistency")
     persona, response = "I am a nurse. I live in Ohio.", "I work nights as a nurse in Ohio."
-    plain = await score_response(ModelClient.create("test:checks-good", "judge"), rubric,
-                                 persona=persona, question="Job?", response=response, protocol="evidence")
-    gated = await score_response(ModelClient.create("test:checks-disclosing", "judge"), rubric,
-                                 persona=persona, question="Job?", response=response, protocol="evidence")
-    assert plain.inputs["check:in_character"] >= 0.5
+    disclosing = ModelClient.create("test:checks-disclosing", "judge")
+    plain = await score_response(disclosing, rubric, persona=persona, question="Job?", response=response,
+                                 protocol="evidence")
+    assert plain.inputs["check:in_character"] == 1.0
     assert plain.expected == pytest.approx(1 + 4 * WEIGHED.share(plain.inputs))  # the share, whole
-    assert gated.inputs["check:in_character"] < 0.5 and gated.score == 1
-    assert gated.expected == pytest.approx(1 + 4 * WEIGHED.share(gated.inputs)
-                                           * 2 * gated.inputs["check:in_character"])
+    broken = await score_response(disclosing, rubric, persona=persona, question="Job?",
+                                  response=f"I'm just an AI, but {response.lower()}", protocol="evidence")
+    assert broken.inputs["check:in_character"] == 0.0 and broken.score == 1
+    assert broken.expected == pytest.approx(1.0)
+    assert "in_character (read from the text): P good 0.00" in broken.rationale
 
 
 def test_checks_read_from_the_text_are_weighed_beside_the_asked_ones() -> None:
