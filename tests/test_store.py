@@ -1,3 +1,4 @@
+import math
 import os
 import socket
 import subprocess
@@ -23,6 +24,18 @@ def test_records_and_calls_survive_reopening(run_dir: Path) -> None:
     assert again.get_call("k1").text == "raw"
     assert again.get_meta("config") == {"seed": 1}
     assert again.kinds() == {"note": 2}
+
+
+def test_every_row_of_a_kind_comes_back_with_its_unit_and_id_as_json_wrote_it(run_dir: Path) -> None:
+    store = RunStore(run_dir, write_behind=True)  # a pending row is read too
+    store.put("note", "b", {"n": 1}, unit="p1")
+    store.put("note", "a", {"nan": float("nan"), "big": 2**70, "text": "été"}, unit="p2")  # orjson refuses 2
+    store.put("other", "c", {"n": 3}, unit="p1")
+    rows = store.keyed_records("note")
+    assert [(unit, id) for unit, id, _ in rows] == [("p1", "b"), ("p2", "a")]
+    value = rows[1][2]
+    assert math.isnan(value.pop("nan")) and value == {"big": 2**70, "text": "été"}
+    assert [data["n"] for data in store.records("note")[:1]] == [1]
 
 
 def test_first_result_for_a_call_key_wins(run_dir: Path) -> None:
