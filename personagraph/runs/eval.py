@@ -20,7 +20,7 @@ from personagraph.agents import Agent
 from personagraph.agents.controls import contrast_persona, control_names, control_standing
 from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
-from personagraph.graphs.persona_eval import Scoring
+from personagraph.graphs.persona_eval import QUESTION_BATCH, Scoring
 from personagraph.judges.base import Judge
 from personagraph.judges.judge import ready_protocol
 from personagraph.judges.protocols import reads_exemplars
@@ -34,7 +34,7 @@ from personagraph.resources import data_hash
 from personagraph.runs import judge_check
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
-from personagraph.runs.executors.base import unit_end, unit_outcome, unit_to_run
+from personagraph.runs.executors.base import StoredUnits, UnitOutcome
 from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
 from personagraph.schemas import TASK_NAMES, Answer, Persona, Seed, Verdict
 from personagraph.store import RunStore
@@ -249,8 +249,9 @@ async def run(
             prompts={name: load_prompt(name).version for name in PROMPTS}
             | {"pool": data_hash("environments/pool.yaml"), "tasks": data_hash("environments/tasks.yaml")}
         )
-        finished = [p for p in config.personas if unit_end(run.store, p, config) is not None
-                    and not unit_to_run(run.store, p, config)]  # units that will not run again
+        outcomes = StoredUnits.read(run.store).outcomes(config.personas, config)
+        finished = [p for p, o in zip(config.personas, outcomes, strict=True)  # units that will not run again
+                    if not o.to_run(config.retry_failed, config.retry_permanent)]
         reused = config.model_copy(update={"personas": finished}).stage_totals()
         for stage, total in config.stage_totals().items():
             if total:
@@ -264,7 +265,7 @@ async def run(
             plugins=plugins,
             on_item=run.advance,
         )
-        run.retrying(_failures_to_retry(run.store, config))
+        run.retrying(_failures_to_retry(outcomes, config))
         if runner.name == "local":  # Ray's workers start their own
             start_engines([generator, *config.judges, *config.models])
         await runner.run(job, run.store, run.meter)
@@ -295,22 +296,21 @@ def _add_outcome(summary: Summary, part: Summary, name: str) -> None:
     summary.recovered += part.recovered
 
 
-def _failures_to_retry(store: RunStore, config: EvalConfig) -> list[FailedItem]:
+def _failures_to_retry(outcomes: list[UnitOutcome], config: EvalConfig) -> list[FailedItem]:
     """The failed items this run will retry: those of units that ended with failures (if retrying)."""
     if not config.retry_failed:
         return []
-    outcomes = [unit_outcome(store, p, config) for p in config.personas]
     return [f for o in outcomes if o.end is not None for f in o.failures]
 
 
-def _shortfalls(store: RunStore, persona_ids: set[str]) -> list[dict[str, Any]]:
+def _shortfalls(stored: StoredUnits, persona_ids: set[str]) -> list[dict[str, Any]]:
     """Selections and question lists that stayed short of the requested count after their top-ups."""
     rows = [{"stage": "select", "item": s["persona_id"], "requested": s["requested"],
              "got": s["requested"] - s["shortfall"]}
-            for s in store.records("selection") if s["persona_id"] in persona_ids and s.get("shortfall")]
+            for s in stored.records("selection") if s["persona_id"] in persona_ids and s.get("shortfall")]
     rows += [{"stage": "questions", "item": f"{b['persona_id']}/{b['task']}", "requested": b["requested"],
               "got": b["requested"] - b["shortfall"]}
-             for b in store.records("question_batch")
+             for b in stored.records(QUESTION_BATCH)
              if b["persona_id"] in persona_ids and b["status"] == "ok" and b["shortfall"]]
     return rows
 
@@ -347,10 +347,11 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     # Sorted by id, not by finishing time: the bootstrap draws items by position, so the same items must
     # give the same CI whatever order concurrency (or a resumed run) wrote them in.
     answering = set(config.answering())
-    stored = [a for a in map(Answer.model_validate, store.records("answer"))
+    units = StoredUnits.read(store)
+    stored = [a for a in map(Answer.model_validate, units.records("answer"))
               if a.persona_id in persona_ids and a.model in answering]
     every_answer = sorted((a for a in stored if a.sample < config.samples), key=lambda a: a.id)
-    every_verdict = [Verdict.model_validate(v) for v in store.records("verdict")]
+    every_verdict = [Verdict.model_validate(v) for v in units.records("verdict")]
     answering_ids = {a.id for a in every_answer}
     every_verdict = sorted(
         (v for v in every_verdict if v.answer_id in answering_ids and v.judge in config.judges), key=lambda v: v.id
@@ -358,16 +359,16 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     answers = [a for a in every_answer if a.model in config.models]  # the agents under test
     answer_ids = {a.id for a in answers}
     verdicts = [v for v in every_verdict if v.answer_id in answer_ids]
-    selections = [s for s in store.records("selection") if s["persona_id"] in persona_ids]
+    selections = [s for s in units.records("selection") if s["persona_id"] in persona_ids]
     tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
-    outcomes = [unit_outcome(store, p, config) for p in config.personas]
+    outcomes = units.outcomes(config.personas, config)
     summary = EvalSummary(
         **summarize_scores(answers, verdicts, tasks=tasks, **asdict(config.scoring())),
         controls=_controls(every_answer, every_verdict, config, tasks) if config.controls else {},
         personas=len(config.personas),
         personas_finished=sum(o.done for o in outcomes),
         environments_unknown_dropped=sum(len(s.get("unknown", [])) for s in selections),
-        shortfalls=_shortfalls(store, persona_ids),
+        shortfalls=_shortfalls(units, persona_ids),
         failures=[f for o in outcomes for f in o.failures],
         incomplete=sum(o.end is None for o in outcomes) + sum(len(o.missing) for o in outcomes),
         tokens=store.call_stats(),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -53,7 +54,11 @@ class Executor(Protocol):
 
 def unit_id(persona: Persona, config: EvalConfig) -> str:
     """A persona unit of a config: also its checkpoint thread id."""
-    return f"{persona.id}-{config.fingerprint()}"
+    return _unit_id(persona.id, config.fingerprint())
+
+
+def _unit_id(persona_id: str, fingerprint: str) -> str:
+    return f"{persona_id}-{fingerprint}"
 
 
 def build_context(
@@ -149,22 +154,33 @@ UNIT_RECORDS = {  # the record kinds a persona unit writes → the field that na
     "selection": "persona_id", QUESTION_BATCH: "task", "question": "id", "exemplars": "question_id",
     "answer": "id", "verdict": "id", "item_score": "answer_id", "persona_done": "persona_id",
 }
+UNIT_KINDS = (*UNIT_RECORDS, "error")  # a unit's outcome is read from these: its records, its executor errors
+UNIT_ENDS = (UNIT_DONE, UNIT_FAILED)
 
 
 @dataclass(frozen=True)
 class UnitRecords:
     """The records of one persona unit, as the store holds them now: ``present`` names every row of each
     kind in :data:`UNIT_RECORDS`; ``rows`` are those of one config (other configs' answers and verdicts,
-    and a benchmark config's selection, left out): what its failures, inventory and summary come from."""
+    and a benchmark config's selection, left out): what its failures, inventory and summary come from;
+    ``errors`` are the unit's executor errors."""
 
     persona_id: str
     present: dict[str, set[str]]
     rows: dict[str, list[dict[str, Any]]]
+    errors: list[dict[str, Any]]
 
     @classmethod
     def read(cls, store: Any, persona: Persona, config: EvalConfig) -> UnitRecords:
-        pid = persona.id
-        stored = {kind: store.records(kind, unit=pid) for kind in UNIT_RECORDS}
+        """One unit's records, read from ``store`` (a query per kind)."""
+        return cls.of(persona.id, {kind: store.records(kind, unit=persona.id) for kind in UNIT_KINDS}, config)
+
+    @classmethod
+    def of(
+        cls, persona_id: str, by_kind: Mapping[str, list[dict[str, Any]]], config: EvalConfig
+    ) -> UnitRecords:
+        """A unit's records from its rows of each of :data:`UNIT_KINDS` (a kind left out: no rows)."""
+        stored = {kind: by_kind.get(kind, []) for kind in UNIT_RECORDS}
         questions = {q["id"] for q in stored["question"]}
         answering = set(config.answering())
         answers = [a for a in stored["answer"]
@@ -181,7 +197,7 @@ class UnitRecords:
         if config.benchmark is not None:
             rows |= {"selection": [], QUESTION_BATCH: []}
         present = {kind: {r[UNIT_RECORDS[kind]] for r in found} for kind, found in stored.items()}
-        return cls(pid, present, rows)
+        return cls(persona_id, present, rows, by_kind.get("error", []))
 
     def inventory(self) -> dict[str, list[str]]:
         """The config's rows by kind, by name: kept with the unit's end record, so that a later read that
@@ -193,14 +209,14 @@ class UnitRecords:
         return [f"{kind} {name}" for kind, names in inventory.items()
                 for name in sorted(set(names) - self.present.get(kind, set()))]
 
-    def failures(self, store: Any, config: EvalConfig) -> list[FailedItem]:
+    def failures(self, config: EvalConfig) -> list[FailedItem]:
         """The failed items (a retried item's row is replaced, so a recovered item is no longer listed):
         executor errors, selection, question batches, exemplars, answers, verdicts."""
         pid = self.persona_id
         generator = config.generator or config.judges[0]
         rows = self.rows
         failed = [FailedItem(stage=e.get("stage", "executor"), item=pid, reason=_reason(e))
-                  for e in store.records("error", unit=pid)]
+                  for e in self.errors]
         failed += [FailedItem(stage="select", item=pid, model=generator, reason=_reason(s))
                    for s in rows["selection"] if s["status"] != "ok"]
         failed += [FailedItem(stage="questions", item=f"{pid}/{b['task']}", model=generator,
@@ -225,6 +241,12 @@ class UnitOutcome:
     failures: list[FailedItem]
     missing: list[str]
 
+    @classmethod
+    def of(cls, end: tuple[str, dict[str, Any]] | None, rows: UnitRecords, config: EvalConfig) -> UnitOutcome:
+        """Where a unit stands, from how it ended and its records now."""
+        missing = rows.missing(end[1].get("records", {})) if end else []
+        return cls(end, rows.failures(config), missing)
+
     @property
     def done(self) -> bool:
         """Ended with every item done, and every one of its records still there."""
@@ -246,26 +268,55 @@ class UnitOutcome:
         return bool(self.missing) or any(retry_permanent or not f.permanent for f in self.failures)
 
 
+def _last_end(ends: Iterable[tuple[str, dict[str, Any] | None]]) -> tuple[str, dict[str, Any]] | None:
+    """Of a unit's end records (kind, record or None), the one with more attempts; None when there is none."""
+    found = [(kind, record) for kind, record in ends if record is not None]
+    return max(found, key=lambda e: e[1]["attempts"], default=None)
+
+
 def unit_end(store: Any, persona: Persona, config: EvalConfig) -> tuple[str, dict[str, Any]] | None:
     """How a unit's last run ended: ``UNIT_DONE`` or ``UNIT_FAILED`` and its record (the one with more
     attempts), or None when it never ended."""
     uid = unit_id(persona, config)
-    ends = [(kind, record) for kind in (UNIT_DONE, UNIT_FAILED)
-            if (record := store.get(kind, uid)) is not None]
-    return max(ends, key=lambda e: e[1]["attempts"], default=None)
+    return _last_end((kind, store.get(kind, uid)) for kind in UNIT_ENDS)
 
 
 def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
     """Reads where a unit stands (see :class:`UnitOutcome`)."""
-    end = unit_end(store, persona, config)
-    rows = UnitRecords.read(store, persona, config)
-    missing = rows.missing(end[1].get("records", {})) if end else []
-    return UnitOutcome(end, rows.failures(store, config), missing)
+    return UnitOutcome.of(unit_end(store, persona, config), UnitRecords.read(store, persona, config), config)
 
 
-def unit_to_run(store: Any, persona: Persona, config: EvalConfig) -> bool:
-    """Whether a unit has work (see :meth:`UnitOutcome.to_run`)."""
-    return unit_outcome(store, persona, config).to_run(config.retry_failed, config.retry_permanent)
+@dataclass(frozen=True)
+class StoredUnits:
+    """Every unit's records and end records, read in one query per kind (``(unit, id, data)`` rows by kind):
+    for what reads all units at once, a run's start and its summary, where a query per unit and kind cost
+    seconds at thousands of personas."""
+
+    rows: dict[str, list[tuple[str, str, dict[str, Any]]]]
+
+    @classmethod
+    def read(cls, store: RunStore) -> StoredUnits:
+        return cls({kind: store.keyed_records(kind) for kind in (*UNIT_KINDS, *UNIT_ENDS)})
+
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        """Every row of a kind, in insertion order (as ``store.records(kind)``)."""
+        return [data for _, _, data in self.rows[kind]]
+
+    def outcomes(self, personas: list[Persona], config: EvalConfig) -> list[UnitOutcome]:
+        """Where each persona's unit of ``config`` stands (as :func:`unit_outcome` reads one)."""
+        by_unit: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        for kind in UNIT_KINDS:
+            for unit, _, data in self.rows[kind]:
+                by_unit[unit][kind].append(data)
+        ends = {kind: {id: data for _, id, data in self.rows[kind]} for kind in UNIT_ENDS}
+        fingerprint = config.fingerprint()
+        outcomes = []
+        for persona in personas:
+            uid = _unit_id(persona.id, fingerprint)
+            end = _last_end((kind, ends[kind].get(uid)) for kind in UNIT_ENDS)
+            records = UnitRecords.of(persona.id, by_unit[persona.id], config)
+            outcomes.append(UnitOutcome.of(end, records, config))
+        return outcomes
 
 
 async def run_unit(
@@ -313,7 +364,7 @@ def record_unit_end(store: Any, persona: Persona, config: EvalConfig, attempts: 
     rows = UnitRecords.read(store, persona, config)
     record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempts,
               "records": rows.inventory()}
-    failed = rows.failures(store, config)
+    failed = rows.failures(config)
     uid = unit_id(persona, config)
     if failed:
         store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)

@@ -33,7 +33,7 @@ from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter, ModelSettings
 from personagraph.models.openai_http import close_sessions
 from personagraph.runs.base import settle_collector
-from personagraph.runs.executors.base import EvalJob, build_context, run_unit, unit_to_run
+from personagraph.runs.executors.base import EvalJob, StoredUnits, build_context, run_unit
 from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
 from personagraph.store import CallRow, RunStore
@@ -214,7 +214,9 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
 
         config = job.config
-        todo = [p for p in config.personas if unit_to_run(store, p, config)]
+        outcomes = StoredUnits.read(store).outcomes(config.personas, config)
+        todo = [p for p, o in zip(config.personas, outcomes, strict=True)
+                if o.to_run(config.retry_failed, config.retry_permanent)]
         if not todo:
             return
         started = self._init()
