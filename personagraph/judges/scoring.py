@@ -50,6 +50,17 @@ def used_score_kind(verdicts: Iterable[Verdict], wanted: ScoreKind = "expected")
     return "integer"
 
 
+def _item_mean(scores: list[float]) -> float:
+    """``float(np.mean(scores))``, the same float, without np.mean's cost per call (25,000 items: 0.4 s) for
+    the one or two verdicts an item mostly has: numpy adds so few numbers one after the other from 0.0."""
+    if len(scores) > 2:
+        return float(np.mean(scores))
+    total = 0.0
+    for score in scores:
+        total += score
+    return total / len(scores)
+
+
 def score_items(
     answers: Iterable[Answer], verdicts: Iterable[Verdict], score_kind: ScoreKind = "expected",
     non_answers: NonAnswers = "minimum",
@@ -80,7 +91,7 @@ def score_items(
             ItemScore(
                 answer_id=answer.id, question_id=answer.question_id, persona_id=answer.persona_id,
                 model=answer.model, task=answer.task,
-                score=float(np.mean(scores)) if scores else None,
+                score=_item_mean(scores) if scores else None,
                 n_verdicts=len(scores), n_failed=len(found) - len(scores),
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from personagraph.judges.scoring import score_items, summarize_scores
@@ -79,3 +80,11 @@ def test_an_unjudged_answer_is_not_a_non_answer() -> None:
     items = score_items(answers, [v for v in verdicts if "Toxicity" not in v.answer_id], "integer")
     toxicity = [i for i in items if i.task == "Toxicity Control"]
     assert [i.score for i in toxicity] == [None, None, None] and not any(i.non_answer for i in toxicity)
+
+
+@pytest.mark.parametrize("expected", [[3.6, 2.9, 4.7], [0.1, 0.2], [1e16, 1.0], [-0.0], [-0.0, -0.0], [2, 3]])
+def test_an_item_score_is_the_float_numpy_gives_its_verdicts_mean(expected: list[float]) -> None:
+    """One or two verdicts are summed without numpy: the item score must not move in the last bit."""
+    verdicts = [verdict(0, 3, e, judge=f"j{k}") for k, e in enumerate(expected)]
+    (item,) = score_items([answer(0)], verdicts)
+    assert repr(item.score) == repr(float(np.mean(expected)))
