@@ -179,6 +179,18 @@ def _jackknife(sizes: Sequence[int], theta: IndexStatistic) -> list[np.ndarray]:
     return values
 
 
+def _mean_jackknife(sample: np.ndarray) -> list[np.ndarray] | None:
+    """The leave-one-out means of ``sample`` as :func:`_jackknife` computes them with ``np.mean``, in O(n):
+    ``(sum - x_i) / (n - 1)``. The same floats when every sum of the values is exact, in any order: values
+    that are multiples of 2^-10 (integer scores, their halves and quarters) with an absolute sum below
+    2^43, since ``np.mean`` divides the sum by the count; None for other samples. Evaluating n means of
+    n - 1 values was half of the time of a task's CI at 5,000 items."""
+    scaled = sample * 1024.0
+    if not np.all(scaled == np.rint(scaled)) or not float(np.abs(scaled).sum()) < 2.0**53:
+        return None
+    return [(sample.sum() - sample) / (sample.size - 1)]
+
+
 def _bca_levels(
     theta_hat: float, distribution: np.ndarray, jackknife: list[np.ndarray], alpha: float
 ) -> tuple[float, float]:
@@ -211,13 +223,15 @@ def _bootstrap_interval(
     n_resamples: int,
     seed: int,
     method: BootstrapMethod,
+    jackknife: list[np.ndarray] | None = None,
 ) -> tuple[float, float]:
     """Bootstrap CI of ``theta`` over samples of ``sizes`` (each n >= 2), all resamples at once.
 
     The same seed gives the same interval. When the requested method yields a non-finite bound (BCa
     on a near-degenerate bootstrap distribution, or a statistic undefined on some resamples, e.g. a
     correlation of a constant resample), fall back to the percentile interval over the resamples
-    where the statistic is defined.
+    where the statistic is defined. ``jackknife``: BCa's leave-one-out values of ``theta`` where they
+    are known without evaluating it (:func:`_mean_jackknife`).
     """
     if method not in ("BCa", "percentile", "basic"):
         raise ValueError(f"unknown bootstrap method {method!r}")
@@ -229,7 +243,7 @@ def _bootstrap_interval(
         if method != "percentile":
             theta_hat = float(theta(_full(sizes))[0])
         if method == "BCa":
-            levels = _bca_levels(theta_hat, distribution, _jackknife(sizes, theta), alpha)
+            levels = _bca_levels(theta_hat, distribution, jackknife or _jackknife(sizes, theta), alpha)
         low = high = math.nan
         if all(math.isfinite(level) for level in levels):
             low, high = (float(q) for q in np.quantile(distribution, levels))
@@ -281,6 +295,7 @@ def bootstrap_ci(
         n_resamples=n_resamples,
         seed=seed,
         method=method,
+        jackknife=_mean_jackknife(sample) if statistic is np.mean and method == "BCa" else None,
     )
 
 

@@ -130,6 +130,22 @@ def test_bootstrap_ci_vectorised_and_looped_statistic_agree(normal_sample: np.nd
     assert vectorised == pytest.approx(looped, rel=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1, 2, 4, 3])  # integer scores, halves, quarters; thirds take the long way
+@pytest.mark.parametrize("n", [2, 3, 40, 1500])
+def test_the_mean_s_leave_one_out_values_are_those_np_mean_gives(n: int, scale: int) -> None:
+    """BCa's jackknife of the mean, computed from the sum where every sum is exact: the same interval to the
+    bit as np.mean on every leave-one-out sample."""
+    rng = np.random.default_rng(n + scale)
+    sample = rng.integers(1 * scale, 5 * scale + 1, size=n) / scale
+    sample[0] = sample[1] + 1 / scale  # not constant
+    def by_rows(x: np.ndarray, axis: int = -1) -> np.ndarray:  # np.mean, but not np.mean itself
+        return np.mean(x, axis=axis)
+
+    assert bootstrap_ci(sample, np.mean, n_resamples=300, seed=n) == bootstrap_ci(
+        sample, by_rows, n_resamples=300, seed=n)
+    assert (pg_stats._mean_jackknife(sample) is None) == (scale == 3)
+
+
 def test_bootstrap_ci_batches_do_not_change_the_interval(
     normal_sample: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
