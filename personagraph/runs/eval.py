@@ -260,6 +260,7 @@ async def run(
             config=config,
             run_dir=Path(run_dir),
             settings=settings,
+            outcomes={p.id: o for p, o in zip(config.personas, outcomes, strict=True)},
             agents=objects or None,
             judges=list(given_judges.values()) or None,
             plugins=plugins,

@@ -38,10 +38,19 @@ class EvalJob:
     config: EvalConfig
     run_dir: Path
     settings: ModelSettings
+    outcomes: dict[str, UnitOutcome]  # persona id → where its unit stood when the run started
     agents: list[Agent] | None = None
     judges: list[Judge] | None = None
     plugins: Plugins = field(default_factory=Plugins)
     on_item: Callable[[str], None] = field(default=lambda stage: None)
+
+    def units(self) -> list[Persona]:
+        """The personas whose units have work (:meth:`UnitOutcome.to_run`), each once: a persona listed
+        twice is one unit."""
+        config = self.config
+        personas = {p.id: p for p in config.personas}.values()
+        return [p for p in personas
+                if self.outcomes[p.id].to_run(config.retry_failed, config.retry_permanent)]
 
 
 class Executor(Protocol):
@@ -281,11 +290,6 @@ def unit_end(store: Any, persona: Persona, config: EvalConfig) -> tuple[str, dic
     return _last_end((kind, store.get(kind, uid)) for kind in UNIT_ENDS)
 
 
-def unit_outcome(store: Any, persona: Persona, config: EvalConfig) -> UnitOutcome:
-    """Reads where a unit stands (see :class:`UnitOutcome`)."""
-    return UnitOutcome.of(unit_end(store, persona, config), UnitRecords.read(store, persona, config), config)
-
-
 @dataclass(frozen=True)
 class StoredUnits:
     """Every unit's records and end records, read in one query per kind (``(unit, id, data)`` rows by kind):
@@ -303,7 +307,7 @@ class StoredUnits:
         return [data for _, _, data in self.rows[kind]]
 
     def outcomes(self, personas: list[Persona], config: EvalConfig) -> list[UnitOutcome]:
-        """Where each persona's unit of ``config`` stands (as :func:`unit_outcome` reads one)."""
+        """Where each persona's unit of ``config`` stands."""
         by_unit: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
         for kind in UNIT_KINDS:
             for unit, _, data in self.rows[kind]:
@@ -320,25 +324,22 @@ class StoredUnits:
 
 
 async def run_unit(
-    graph: Any, context: EvalContext, persona: Persona, config: EvalConfig, *, checkpointed: bool
+    graph: Any, context: EvalContext, persona: Persona, config: EvalConfig, outcome: UnitOutcome, *,
+    checkpointed: bool,
 ) -> None:
-    """Runs (or finishes, or retries) one persona's graph; every finished call and item is already in the
-    store, so a unit cut short restarts cheaply: its finished calls are answered from the response cache.
+    """Runs (or finishes, or retries) the graph of one persona whose unit has work (:meth:`EvalJob.units`);
+    every finished call and item is already in the store, so a unit cut short restarts cheaply: its
+    finished calls are answered from the response cache. ``outcome``: where the unit stood when the run
+    started (the run reads every unit's at once).
 
     A unit whose graph ended with failed items is not done: it is recorded as ``unit_failed``, and the
     next run (``config.retry_failed``) runs its graph again on a fresh checkpoint thread — the response
     cache answers every call that succeeded, so only the failed (and never-made) calls are sent. The same
     goes for a unit that lost records it held when it ended (its end record keeps their inventory).
     """
-    uid = unit_id(persona, config)
-    attempt = 0
-    ended = unit_end(context.store, persona, config) is not None
-    if ended:  # a unit that never ended has work: no reads
-        outcome = unit_outcome(context.store, persona, config)
-        if not outcome.to_run(config.retry_failed, config.retry_permanent):
-            return
-        attempt = outcome.attempts
+    ended, attempt = outcome.end is not None, outcome.attempts
     if checkpointed:
+        uid = unit_id(persona, config)
         thread_id = uid if attempt == 0 else f"{uid}-retry{attempt}"
         thread = {"configurable": {"thread_id": thread_id}}
         snapshot = await graph.aget_state(thread)
@@ -362,10 +363,11 @@ def record_unit_end(store: Any, persona: Persona, config: EvalConfig, attempts: 
     """Records how a unit's graph ended: ``unit_done``, or ``unit_failed`` when items failed, with the
     inventory of its records (see :func:`run_unit`)."""
     rows = UnitRecords.read(store, persona, config)
-    record = {"persona_id": persona.id, "fingerprint": config.fingerprint(), "attempts": attempts,
+    fingerprint = config.fingerprint()
+    record = {"persona_id": persona.id, "fingerprint": fingerprint, "attempts": attempts,
               "records": rows.inventory()}
     failed = rows.failures(config)
-    uid = unit_id(persona, config)
+    uid = _unit_id(persona.id, fingerprint)
     if failed:
         store.put(UNIT_FAILED, uid, record | {"failed": len(failed)}, unit=persona.id)
     else:

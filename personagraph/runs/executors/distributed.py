@@ -33,7 +33,7 @@ from personagraph.graphs.persona_eval import build_graph
 from personagraph.models import Meter, ModelSettings
 from personagraph.models.openai_http import close_sessions
 from personagraph.runs.base import settle_collector
-from personagraph.runs.executors.base import EvalJob, StoredUnits, build_context, run_unit
+from personagraph.runs.executors.base import EvalJob, UnitOutcome, build_context, run_unit
 from personagraph.runs.plugins import Plugins
 from personagraph.schemas import Persona
 from personagraph.store import CallRow, RunStore
@@ -133,7 +133,8 @@ _frozen = False
 
 
 def run_persona_unit(
-    job_config: Any, settings: ModelSettings, plugins: Plugins, actor: Any, persona: Persona
+    job_config: Any, settings: ModelSettings, plugins: Plugins, actor: Any, persona: Persona,
+    outcome: UnitOutcome,
 ) -> dict[str, Any]:
     """Body of a Ray task: one persona's graph, reading and writing through the store actor.
 
@@ -149,7 +150,8 @@ def run_persona_unit(
     async def main() -> None:
         context = build_context(job_config, settings, store, meter, None, store.item, plugins)
         try:
-            await run_unit(build_graph().compile(), context, persona, job_config, checkpointed=False)
+            graph = build_graph().compile()
+            await run_unit(graph, context, persona, job_config, outcome, checkpointed=False)
         finally:
             await close_sessions()
 
@@ -214,9 +216,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
 
         config = job.config
-        outcomes = StoredUnits.read(store).outcomes(config.personas, config)
-        todo = [p for p, o in zip(config.personas, outcomes, strict=True)
-                if o.to_run(config.retry_failed, config.retry_permanent)]
+        todo = job.units()
         if not todo:
             return
         started = self._init()
@@ -235,7 +235,7 @@ class RayExecutor:
             while queue or running:
                 while queue and len(running) < slots:
                     persona = queue.pop(0)
-                    ref = task.remote(config, settings, job.plugins, actor, persona)
+                    ref = task.remote(config, settings, job.plugins, actor, persona, job.outcomes[persona.id])
                     running[asyncio.wrap_future(ref.future())] = (ref, persona)
                 done, _ = await asyncio.wait(
                     list(running), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED

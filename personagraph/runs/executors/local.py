@@ -31,8 +31,9 @@ class LocalExecutor:
 
                 async def one(persona: Persona) -> None:
                     async with gate:
-                        await run_unit(graph, context, persona, config, checkpointed=True)
+                        await run_unit(graph, context, persona, config, job.outcomes[persona.id],
+                                       checkpointed=True)
 
-                await asyncio.gather(*(one(p) for p in config.personas))
+                await asyncio.gather(*(one(p) for p in job.units()))
         finally:
             await close_sessions()
