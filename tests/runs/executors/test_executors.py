@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from personagraph.errors import PersonagraphError
+from personagraph.models.client import ModelClient
 from personagraph.runs.eval import EvalConfig
 from personagraph.runs.eval import run as run_eval
-from personagraph.runs.executors import get_executor
+from personagraph.runs.executors import get_executor, local
 from personagraph.schemas import Persona
 from personagraph.store import RunStore
 
@@ -51,6 +53,31 @@ async def test_local_executor_marks_units_done_and_skips_them(run_dir: Path) -> 
     second = await run_eval(config(), run_dir)
     assert second.llm_calls == 0 and second.cache_hits == 0  # finished units are not even replayed
     assert second.models == first.models
+
+
+async def test_the_first_units_send_their_calls_before_the_last_ones_start(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units are let in one per turn of the event loop: with every place open at once, all 40 units took
+    each step of their start before any sent its first call."""
+    started: list[str] = []
+    at_first_call: list[int] = []
+    run_unit, send = local.run_unit, ModelClient._send
+
+    async def starting(graph: Any, context: Any, persona: Persona, *args: Any, **kwargs: Any) -> None:
+        started.append(persona.id)
+        await run_unit(graph, context, persona, *args, **kwargs)
+
+    async def sending(self: ModelClient, *args: Any) -> Any:
+        at_first_call.append(len(started))
+        return await send(self, *args)
+
+    monkeypatch.setattr(local, "run_unit", starting)
+    monkeypatch.setattr(ModelClient, "_send", sending)
+    people = [Persona(description=f"A baker from town {i}") for i in range(40)]
+    summary = await run_eval(config(personas=people, concurrency=40, environments=1), run_dir)
+    assert summary.personas_finished == 40 and len(started) == 40
+    assert at_first_call[0] < 20  # 11 on a turn each; all 40 when they all start at once
 
 
 async def test_ray_results_equal_local_and_resume_the_same_way(ray_cluster, tmp_path: Path) -> None:
