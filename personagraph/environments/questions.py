@@ -12,6 +12,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -103,6 +104,13 @@ def pool_listing(pool: tuple[Environment, ...]) -> str:
     return "\n".join(f"- {env.name} ({env.category})" for env in pool)
 
 
+@lru_cache(maxsize=1)
+def _whole_pool() -> tuple[str, dict[str, Environment]]:
+    """The whole pool's listing and the pool by lower-cased name, made once: every persona's selection
+    reads them (~60 µs a persona when remade: 0.16 s of the start of a 2,500-persona run)."""
+    return pool_listing(load_pool()), {env.name.lower(): env for env in load_pool()}
+
+
 def shortlist_pool(persona: str, size: int) -> tuple[Environment, ...]:
     """The ``size`` pool environments closest to the persona by sentence embedding, closest first.
 
@@ -134,9 +142,10 @@ async def select_environments(client: ModelClient, persona: str, k: int, shortli
         return Selection(nearest, shortlist=[env.name for env in nearest], requested=k)
     # the embedding shortlist runs in a thread; without one, no thread hop just to read the pool
     shown = await asyncio.to_thread(shortlist_pool, persona, shortlist) if shortlist > 0 else load_pool()
-    by_name = {env.name.lower(): env for env in load_pool()}
+    whole, by_name = _whole_pool()
     listed = [env.name for env in shown] if len(shown) < len(by_name) else []
-    messages = load_prompt("select_environments").messages(pool=pool_listing(shown), persona=persona, k=k)
+    listing = whole if shown is load_pool() else pool_listing(shown)
+    messages = load_prompt("select_environments").messages(pool=listing, persona=persona, k=k)
     chosen: list[Environment] = []
     unknown: list[str] = []
 
