@@ -195,13 +195,20 @@ def summarize_scores(
     for model in sorted({a.model for a in answers}):
         model_answers = [a for a in answers if a.model == model]
         model_items = [i for i in items if i.model == model]
+        answers_by_task: dict[str, list[Answer]] = defaultdict(list)
+        items_by_task: dict[str, list[ItemScore]] = defaultdict(list)
+        for answer in model_answers:
+            answers_by_task[answer.task].append(answer)
+        for item in model_items:
+            items_by_task[item.task].append(item)
         tasks: dict[str, Any] = {}
         per_task_scores: dict[str, list[float]] = {}
         for task in TASK_NAMES:
-            task_answers = [a for a in model_answers if a.task == task]
+            task_answers = answers_by_task[task]
             if not task_answers:
                 continue
-            scores = [i.score for i in model_items if i.task == task and i.score is not None]
+            task_items = items_by_task[task]
+            scores = [i.score for i in task_items if i.score is not None]
             summary = describe(scores, seed=seed)
             refusals = sum(a.refusal for a in task_answers)
             answered = sum(a.status == "ok" for a in task_answers)
@@ -213,8 +220,7 @@ def summarize_scores(
                 "n": summary.n,
                 "questions": len(task_answers),
                 "failed_answers": len(task_answers) - answered,
-                "non_answers_scored": sum(i.non_answer and i.score is not None
-                                          for i in model_items if i.task == task),
+                "non_answers_scored": sum(i.non_answer and i.score is not None for i in task_items),
                 "refusals": refusals,
                 "refusal_rate": refusals / answered if answered else None,
             }
