@@ -271,7 +271,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.embedded
 def test_the_embedded_judge_runs_a_disclosure_check(tmp_path: Path) -> None:
-    """One answer and its AI disclosure through the real default judge: both verdicts are stored."""
+    """One answer and its AI disclosure through the real default judge: both verdicts are stored, and the
+    disclosure is caught (Persona Consistency's evidence verdict reads its gate from the text: no call)."""
     items = tmp_path / "one.jsonl"
     row = {
         "id": "1",
@@ -291,8 +292,8 @@ def test_the_embedded_judge_runs_a_disclosure_check(tmp_path: Path) -> None:
     )
     summary = run_sync(config, tmp_path / "check")
     stats = summary.results["local:qwen2.5-coder-1.5b"].variants["disclosure"]
-    assert stats.n + stats.failed_verdicts >= 1 and summary.llm_calls == 2
-    assert stats.n == 0 or stats.caught in (0.0, 1.0)
+    assert stats.n == 1 and stats.failed_verdicts == 0 and summary.llm_calls == 0
+    assert stats.caught == 1.0
 
 
 def eval_with_check(run_dir: Path, judge: str, questions_per_task: int) -> tuple[Any, dict[str, Any], str]:
