@@ -43,8 +43,8 @@ class LocalExecutor:
 
 async def _open(gate: asyncio.Semaphore, places: int) -> None:
     """Opens the ``places`` of a gate one per turn of the event loop: the units let in go on to their first
-    call while the next ones start. Opened all at once, every unit took each step of its start before any
-    took the next, and the first call waited for all of them (3.6-5.2 s at 2,048 units, 0.2 s now)."""
+    call while the next ones start. Opened all at once, every unit would take each step of its start before
+    any took the next, and the first call would wait for all of them (docs/benchmarks.md#throughput)."""
     for _ in range(places):
         gate.release()
         await asyncio.sleep(0)
