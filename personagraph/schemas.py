@@ -73,8 +73,8 @@ class Persona(BaseModel):
 
 @lru_cache(maxsize=2**16)
 def _persona_id(description: str) -> str:
-    """A persona's id, made once per description: a run reads each persona's id several times per unit
-    (4 µs each; 15,000 reads before the first calls of 2,500 personas)."""
+    """A persona's id, made once per description: a run reads each persona's id several times per unit,
+    thousands of times before its first calls."""
     return f"{slug(description, 24)}-{short_id(description)[:8]}"
 
 

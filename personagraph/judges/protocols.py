@@ -440,10 +440,9 @@ def asked_checks(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
 
 def read_gates(protocol: Protocol, rubric: Rubric) -> tuple[Check, ...]:
     """The gates a fitted model's verdict reads from the response by the persona-break markers
-    (``judges/refusal.py``: good unless a marker matches), not asked of the judge. On
-    ``bench/refusal_sentences.yaml`` the markers catch 30 of 30 refusals with 0 of 25 in-character false
-    positives, where the 1.5B asked the gate question put P(no disclosure) below 0.5 for 1 of the 30 (its
-    readings 0.48–0.69 on refusals, 0.57–0.69 in character): a call that decided nothing."""
+    (``judges/refusal.py``: good unless a marker matches), not asked of the judge: on the refusal sentences
+    the markers catch what the 1.5B's answer to the gate question misses (docs/benchmarks.md#refusal-markers),
+    and the verdict then needs no call."""
     if not protocol.weighed or evidence_model(rubric) is None:
         return ()
     return tuple(c for c in checklist(rubric) if c.gate)
