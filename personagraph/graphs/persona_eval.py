@@ -90,6 +90,9 @@ class EvalContext:
     on_item: Callable[[str], None] = field(default=lambda stage: None)
     # once every item of a persona is stored (``aggregate``): a Studio run records it as ``eval`` does
     on_persona_done: Callable[[Persona], None] = field(default=lambda persona: None)
+    # the persona's scores in the final state (what a Studio run shows); off in a batch run, whose summary
+    # is built from the store once, at its end
+    persona_scores: bool = True
 
 
 class EvalState(TypedDict, total=False):
@@ -271,7 +274,7 @@ async def aggregate(state: EvalState, runtime: Runtime[EvalContext]) -> dict[str
                   {"persona_id": state["persona_id"], "errors": state.get("errors", [])},
                   unit=state["persona_id"])
     ctx.on_persona_done(Persona(description=state["persona"]))
-    return {"scores": persona_scores(ctx, state, answers, verdicts)}
+    return {"scores": persona_scores(ctx, state, answers, verdicts)} if ctx.persona_scores else {}
 
 
 def persona_scores(

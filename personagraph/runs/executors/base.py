@@ -79,6 +79,7 @@ def build_context(
     on_item: Callable[[str], None] | None = None,
     plugins: Plugins | None = None,
     judges: list[Judge] | None = None,
+    persona_scores: bool = True,
 ) -> EvalContext:
     """The graph's context for one process: role clients over ``store`` (a RunStore or a proxy of one).
 
@@ -87,6 +88,8 @@ def build_context(
     in ``extra_answerers``), and with ``config.controls`` their control arms answer too
     (:mod:`personagraph.agents.controls`). Judges are ``judges`` objects, plug-in judges for ``module:attr``
     names and model clients for the other names (:func:`~personagraph.runs.plugins.judge_for`).
+    ``persona_scores``: whether the graph's final state carries the persona's scores (Studio shows them);
+    the executors turn it off, as a run's summary is built from its store.
     """
     objects = [*(plugins.agents() if plugins else []), *(agents or [])]
     named = {agent.name for agent in objects}
@@ -143,6 +146,7 @@ def build_context(
         judge_protocol=config.judge_protocol,
         exemplars=config.reads_exemplars(),
         scoring=config.scoring(),
+        persona_scores=persona_scores,
         on_item=on_item or (lambda stage: None),
     )
 

@@ -148,7 +148,8 @@ def run_persona_unit(
     meter = Meter()
 
     async def main() -> None:
-        context = build_context(job_config, settings, store, meter, None, store.item, plugins)
+        context = build_context(job_config, settings, store, meter, None, store.item, plugins,
+                                persona_scores=False)
         try:
             graph = build_graph().compile()
             await run_unit(graph, context, persona, job_config, outcome, checkpointed=False)

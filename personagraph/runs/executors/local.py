@@ -22,7 +22,8 @@ class LocalExecutor:
     async def run(self, job: EvalJob, store: RunStore, meter: Meter) -> None:
         config = job.config
         context = build_context(
-            config, job.settings, store, meter, job.agents, job.on_item, job.plugins, job.judges
+            config, job.settings, store, meter, job.agents, job.on_item, job.plugins, job.judges,
+            persona_scores=False,
         )
         gate = asyncio.Semaphore(0)
         try:

@@ -55,6 +55,22 @@ async def test_local_executor_marks_units_done_and_skips_them(run_dir: Path) -> 
     assert second.models == first.models
 
 
+async def test_a_batch_run_leaves_the_persona_scores_to_its_summary(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph's per-persona scores are for Studio; a run's summary is built from the store, so the
+    executor's graphs never compute them (a bootstrap CI per task and persona)."""
+    from personagraph.graphs import persona_eval
+
+    def not_in_a_batch_run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("a batch run computed a persona's scores in its graph")
+
+    monkeypatch.setattr(persona_eval, "persona_scores", not_in_a_batch_run)
+    summary = await run_eval(config(), run_dir)
+    assert summary.personas_finished == 2 and not summary.failures
+    assert summary.models["test:agent"]["persona_score"] is not None
+
+
 async def test_the_first_units_send_their_calls_before_the_last_ones_start(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
