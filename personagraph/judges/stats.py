@@ -15,6 +15,7 @@ Typed wrappers around scipy, scikit-learn and krippendorff, plus one vectorised 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
@@ -105,6 +106,7 @@ def _rows_per_batch(width: int) -> int:
     return max(1, _BATCH_ELEMENTS // max(width, 1))
 
 
+@functools.lru_cache(maxsize=256)  # a run's summary asks it of the same few statistics for every CI
 def _accepts_axis(statistic: Callable[..., Any]) -> bool:
     """Whether ``statistic`` takes an ``axis`` argument (and so evaluates all resamples in one call)."""
     try:
