@@ -1,4 +1,4 @@
-"""Phrase markers: case-insensitive regexes read from a packaged YAML file, the first one that matches."""
+"""Phrase markers: regexes from a packaged YAML file, and the first of them that matches a text."""
 
 from __future__ import annotations
 
