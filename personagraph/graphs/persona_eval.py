@@ -105,7 +105,7 @@ class EvalState(TypedDict, total=False):
     exemplars: Annotated[list[dict[str, Any]], operator.add]
     verdicts: Annotated[list[dict[str, Any]], operator.add]
     errors: Annotated[list[dict[str, Any]], operator.add]
-    scores: dict[str, Any]  # the persona's scores and failed items (``aggregate``)
+    scores: dict[str, Any]  # the persona's scores and failed items (``aggregate``; not in a batch run)
 
 
 def _ctx(runtime: Runtime[EvalContext]) -> EvalContext:
