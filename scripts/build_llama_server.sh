@@ -13,6 +13,8 @@
 # compile time; a CPU between two kept ones loads the lower. No AMX variant: its kernels crashed on an AMX
 # host (models/engine.py), and without weight repacking it was no faster. llamafile's sgemm is left out
 # too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
+# A unity build (CMAKE_UNITY_BUILD): CMake compiles each target's sources in batches, which parse the
+# headers they share once per batch; scripts/llama-unity-build.cmake lists the files compiled on their own.
 # The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked), with
 # the patches in scripts/llama-patches/ applied (each says what it changes and why).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
@@ -32,10 +34,12 @@ flags=(
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF  # the prebuilt UI is a download
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
+  -DCMAKE_UNITY_BUILD=ON
 )  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
 kept=(x64 haswell cascadelake)  # the CPU variants built (the header says why these)
 patches=(scripts/llama-patches/*.patch)
-stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]} patches $(cat "${patches[@]}" | sha256sum | cut -c1-16)"
+unity=scripts/llama-unity-build.cmake  # the files a unity build compiles on their own
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]} patches $(cat "${patches[@]}" "$unity" | sha256sum | cut -c1-16)"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
   echo "llama-server $version already built in $dest"
@@ -62,10 +66,15 @@ if [ -x "$cached/llama-server" ] && [ "$(cat "$cached/BUILD_STAMP" 2>/dev/null)"
 fi
 command -v c++ >/dev/null || { echo "error: a C++ compiler is needed (Debian: apt-get install g++)" >&2; exit 1; }
 command -v git >/dev/null || { echo "error: git is needed to apply scripts/llama-patches (Debian: apt-get install git)" >&2; exit 1; }
+recent_cmake() {  # whether $1 is a cmake of at least 3.21 (the unity build's include needs 3.19)
+  local found
+  found="$("$1" --version 2>/dev/null | head -n 1 | awk '{print $3}')" || return 1
+  [ -n "$found" ] && [ "$(printf '3.21\n%s\n' "$found" | sort -V | head -n 1)" = 3.21 ]
+}
 cmake_bin="$(command -v cmake || true)"
-if [ -z "$cmake_bin" ]; then  # no system cmake: PyPI's
+recent_cmake "$cmake_bin" || cmake_bin="$venv/bin/cmake"
+if ! recent_cmake "$cmake_bin"; then  # no recent system cmake: PyPI's
   "$venv/bin/pip" install -q "cmake>=3.21"
-  cmake_bin="$venv/bin/cmake"
 fi
 
 work="$(mktemp -d)"
@@ -90,7 +99,7 @@ x86=(x64 sse42 sandybridge ivybridge piledriver haswell skylakex cannonlake casc
 for variant in "${x86[@]}"; do
   [[ " ${kept[*]} " == *" $variant "* ]] || sed -i -E "/^\s*ggml_add_cpu_backend_variant\($variant(\s|\))/d" "$lists"
 done
-"$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" >"$work/cmake.log" \
+"$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" -DCMAKE_PROJECT_INCLUDE="$PWD/$unity" >"$work/cmake.log" \
   || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
 "$cmake_bin" --build "$work/build" -j "${JOBS:-$(nproc)}" --target llama-server >"$work/build.log" 2>&1 \
   || { grep -m 20 -i "error" "$work/build.log" >&2; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine: a virtualenv in .venv with personagraph, its embedded models (llama.cpp's
-# server is built from source on first install for every x86-64 CPU level, ~9 minutes on 2 cores; see
+# server is built from source on first install for every x86-64 CPU level, while pip installs; see
 # scripts/build_llama_server.sh) and the system data some metrics need. Idempotent.
 #
 # Usage: bash scripts/install.sh          runtime + embedded models
@@ -17,10 +17,20 @@ fi
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 [ -x .venv/bin/python ] || python3 -m venv .venv
+# The engine of the embedded models (skipped when the installed build is current) is compiled while pip
+# installs the packages: the compiler keeps both cores busy, pip mostly waits on downloads and the disk. The
+# build's own pip calls fetch its source and, without a recent system cmake, install PyPI's, which nothing
+# else installs.
+bash scripts/build_llama_server.sh .venv &
+build=$!
 # torch is pinned to the CPU build (constraints.txt); a looser pin would pull a multi-GB CUDA build.
-.venv/bin/pip install -q -c constraints.txt -e ".[${extras}]"
-# The engine of the embedded models (skipped when the installed build is current).
-bash scripts/build_llama_server.sh .venv
+if ! .venv/bin/pip install -q -c constraints.txt -e ".[${extras}]"; then
+  kill "$build" 2>/dev/null || true
+  wait "$build" || true
+  echo "error: pip could not install personagraph's packages (above)" >&2
+  exit 1
+fi
+wait "$build" || { echo "error: llama-server's build failed (above)" >&2; exit 1; }
 
 # Conversions of the embedded models to safetensors that earlier versions wrote (3.4 GB) are not read.
 rm -rf "${PERSONAGRAPH_CACHE_DIR:-$HOME/.cache/personagraph}/likelihood"

@@ -1,0 +1,17 @@
+# Included into llama.cpp's CMake project by scripts/build_llama_server.sh (CMAKE_PROJECT_INCLUDE), which
+# builds it as a unity build: each target's sources are compiled in batches, so the headers they share
+# (nlohmann's json, the C++ standard library) are parsed once per batch instead of once per file. Listed
+# here: the files that do not compile batched with the others of their target (common/json.cpp specialises
+# a template another file of its batch instantiates; mtmd's helpers refuse the internal headers their batch
+# includes), which are compiled on their own.
+if(CMAKE_CURRENT_SOURCE_DIR STREQUAL CMAKE_SOURCE_DIR)  # the top project, once (ggml declares its own)
+  function(_personagraph_unity_exceptions)
+    set_source_files_properties("${CMAKE_SOURCE_DIR}/common/json.cpp"
+      DIRECTORY "${CMAKE_SOURCE_DIR}/common" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    set_source_files_properties("${CMAKE_SOURCE_DIR}/tools/mtmd/mtmd-helper.cpp"
+      "${CMAKE_SOURCE_DIR}/tools/mtmd/mtmd-helper-gen.cpp"
+      DIRECTORY "${CMAKE_SOURCE_DIR}/tools/mtmd" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  endfunction()
+  # Once every target exists: at the end of the top directory's CMakeLists.
+  cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _personagraph_unity_exceptions)
+endif()
