@@ -14,7 +14,8 @@
 # host (models/engine.py), and without weight repacking it was no faster. llamafile's sgemm is left out
 # too: it multiplies F16/Q8_0/Q4_0 weights, and the embedded models are Q4_K_M.
 # A unity build (CMAKE_UNITY_BUILD): CMake compiles each target's sources in batches, which parse the
-# headers they share once per batch; scripts/llama-unity-build.cmake lists the files compiled on their own.
+# headers they share once per batch; scripts/llama-build.cmake names the files compiled on their own and
+# compiles the multimodal library mtmd, which the server links but never runs here, with -O1.
 # The source is llama.cpp as vendored in the pinned llama-cpp-python sdist on PyPI (hash-checked), with
 # the patches in scripts/llama-patches/ applied (each says what it changes and why).
 # Idempotent: skips the build when the installed stamp matches the pinned version and flags.
@@ -38,8 +39,8 @@ flags=(
 )  # no RPATH games: personagraph starts the server with LD_LIBRARY_PATH set to its folder
 kept=(x64 haswell cascadelake)  # the CPU variants built (the header says why these)
 patches=(scripts/llama-patches/*.patch)
-unity=scripts/llama-unity-build.cmake  # the files a unity build compiles on their own
-stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]} patches $(cat "${patches[@]}" "$unity" | sha256sum | cut -c1-16)"
+settings=scripts/llama-build.cmake  # per-file and per-target settings (the unity build, mtmd)
+stamp="llama-cpp-python $version sdist $sdist_sha256 ${flags[*]} variants ${kept[*]} patches $(cat "${patches[@]}" "$settings" | sha256sum | cut -c1-16)"
 
 if [ -x "$dest/llama-server" ] && [ "$(cat "$dest/BUILD_STAMP" 2>/dev/null)" = "$stamp" ]; then
   echo "llama-server $version already built in $dest"
@@ -99,7 +100,7 @@ x86=(x64 sse42 sandybridge ivybridge piledriver haswell skylakex cannonlake casc
 for variant in "${x86[@]}"; do
   [[ " ${kept[*]} " == *" $variant "* ]] || sed -i -E "/^\s*ggml_add_cpu_backend_variant\($variant(\s|\))/d" "$lists"
 done
-"$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" -DCMAKE_PROJECT_INCLUDE="$PWD/$unity" >"$work/cmake.log" \
+"$cmake_bin" -S "$src" -B "$work/build" "${flags[@]}" -DCMAKE_PROJECT_INCLUDE="$PWD/$settings" >"$work/cmake.log" \
   || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
 "$cmake_bin" --build "$work/build" -j "${JOBS:-$(nproc)}" --target llama-server >"$work/build.log" 2>&1 \
   || { grep -m 20 -i "error" "$work/build.log" >&2; exit 1; }
