@@ -21,16 +21,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # installs the packages: the compiler keeps both cores busy, pip mostly waits on downloads and the disk. The
 # build's own pip calls fetch its source and, without a recent system cmake, install PyPI's, which nothing
 # else installs.
+set -m  # the build in a process group of its own, so that stopping it stops its compilers too
 bash scripts/build_llama_server.sh .venv &
 build=$!
+set +m
+trap 'kill -- -"$build" 2>/dev/null || true' EXIT  # pip failed or the install was stopped: so is the build
 # torch is pinned to the CPU build (constraints.txt); a looser pin would pull a multi-GB CUDA build.
-if ! .venv/bin/pip install -q -c constraints.txt -e ".[${extras}]"; then
-  kill "$build" 2>/dev/null || true
-  wait "$build" || true
-  echo "error: pip could not install personagraph's packages (above)" >&2
-  exit 1
-fi
+.venv/bin/pip install -q -c constraints.txt -e ".[${extras}]" \
+  || { echo "error: pip could not install personagraph's packages (above)" >&2; exit 1; }
 wait "$build" || { echo "error: llama-server's build failed (above)" >&2; exit 1; }
+trap - EXIT
 
 # Conversions of the embedded models to safetensors that earlier versions wrote (3.4 GB) are not read.
 rm -rf "${PERSONAGRAPH_CACHE_DIR:-$HOME/.cache/personagraph}/likelihood"
