@@ -36,12 +36,13 @@ async def test_a_text_scores_as_the_engine_scores_its_own_generation() -> None:
 
 
 @pytest.mark.embedded
-async def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold() -> None:
+async def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold(monkeypatch) -> None:
+    monkeypatch.setattr(likelihood, "MAX_TOKENS", 64)  # the cut, on a prompt the engine reads in a second
     paris, banana, empty, long, odd = await likelihood.continuation_logprobs([
         ("The capital of France is", " Paris."),
         ("The capital of France is", " banana."),
         ("The capital of France is", ""),
-        ("word " * 3000, " Paris."),  # a prefix past MAX_TOKENS is cut from its start, not an error
+        ("word " * 5000, " Paris."),  # longer than a slot: cut from its start to MAX_TOKENS, not refused
         ("Persona of Answer: Émile, a café owner in 東京 🤠\n\nQuestion: Coffee?\nAnswer:", " Oui, naïvely."),
     ])
     assert paris.sum() > banana.sum() + 5
@@ -49,6 +50,14 @@ async def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold() 
     assert long.size == paris.size
     for values in (paris, banana, long, odd):
         assert np.all(np.isfinite(values)) and np.all(values <= 0)
+
+
+def test_the_longest_scored_prompt_fits_an_engine_slot() -> None:
+    """A prefix is cut to MAX_TOKENS with its continuation, and the engine then predicts one token: the
+    prompt must fit one slot of the engine's default context, or every long prefix would be refused."""
+    from personagraph.models.engine import CTX_PER_SLOT
+
+    assert likelihood.MAX_TOKENS + 1 <= CTX_PER_SLOT
 
 
 def test_the_test_scorer_is_deterministic_needs_no_engine_and_is_recorded(monkeypatch) -> None:
