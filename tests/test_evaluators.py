@@ -128,7 +128,7 @@ class NoNetwork(requests.Session):
         raise requests.ConnectionError("offline test: nothing leaves this process")
 
 
-# langsmith announces its offline mode (upload_results=False) as beta on every call; the mode is what is tested
+# langsmith calls its offline mode (upload_results=False) beta on every call; that mode is what is tested
 @pytest.mark.filterwarnings("ignore:'upload_runs' parameter is in beta")
 def test_langsmith_evaluate_offline_returns_personagraphs_scores(monkeypatch) -> None:
     for name in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
