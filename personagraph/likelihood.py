@@ -37,7 +37,9 @@ from personagraph.models.weights import is_installed
 
 PACKAGED_LM = "qwen2.5-coder-1.5b"
 """The embedded model whose likelihoods the judge's features read: the judge's own."""
-MAX_TOKENS = 2048  # a prefix is cut from its start to keep prefix + continuation within this many tokens
+MAX_TOKENS = 2048
+"""A prefix is cut from its start to keep prefix + continuation within this many tokens, or within one slot
+of the engine when ``$PERSONAGRAPH_N_CTX`` makes a slot smaller (:func:`scored_limit`)."""
 MAX_CONTINUATION = 32
 """Tokens of a continuation scored (the most the engine's ``n_prompt_logprobs`` takes): a longer reply is
 scored on its start. The fitted model that reads these scores (``judges/evidence.yaml``) was fitted on USR
@@ -167,12 +169,20 @@ async def continuation_logprobs(pairs: Sequence[tuple[str, str]],
     return [found[pair] for pair in pairs]
 
 
+def scored_limit() -> int:
+    """The most tokens a scored prompt holds: :data:`MAX_TOKENS`, and one fewer than a slot of the engine
+    (which predicts one token after the prompt), so a long prefix is cut rather than refused."""
+    from personagraph.models.engine import CTX_PER_SLOT
+
+    return min(MAX_TOKENS, CTX_PER_SLOT - 1)
+
+
 async def _scores_after(name: str, head: list[int], tail: list[int]) -> np.ndarray:
     """The log-probabilities of ``tail``'s tokens (its first :data:`MAX_CONTINUATION`) after ``head``."""
     tail = tail[:MAX_CONTINUATION]
     if not tail:
         return np.zeros(0)
-    head = head[max(0, len(head) + len(tail) - MAX_TOKENS):]
+    head = head[max(0, len(head) + len(tail) - scored_limit()):]
     if not head:  # the first token of a prompt has no log-probability
         raise LikelihoodError("a text is scored after a prefix, and this prefix holds no tokens")
     body = {"prompt": head + tail, "n_prompt_logprobs": len(tail), "n_predict": 1, "temperature": 0.0,

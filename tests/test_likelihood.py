@@ -60,6 +60,27 @@ def test_the_longest_scored_prompt_fits_an_engine_slot() -> None:
     assert likelihood.MAX_TOKENS + 1 <= CTX_PER_SLOT
 
 
+@pytest.mark.parametrize(("slot", "sent"), [(4096, 2048), (300, 299)])
+async def test_a_long_prefix_is_cut_to_what_a_slot_of_the_engine_holds(monkeypatch, slot, sent) -> None:
+    """A prefix is cut from its start to MAX_TOKENS, or to one slot of an engine that
+    $PERSONAGRAPH_N_CTX made smaller (the engine predicts one token after it), never sent whole to be refused."""
+    from personagraph.models import engine
+
+    bodies: list[dict] = []
+
+    async def engine_reply(name: str, path: str, body: dict) -> dict:
+        bodies.append(body)
+        return {"prompt_logprobs": [-1.0] * body["n_prompt_logprobs"], "tokens_evaluated": len(body["prompt"])}
+
+    monkeypatch.setattr(engine, "CTX_PER_SLOT", slot)
+    monkeypatch.setattr(likelihood, "_post", engine_reply)
+    scored = await likelihood._scores_after(likelihood.PACKAGED_LM, list(range(5000)), [7, 8, 9])
+    [body] = bodies
+    assert len(body["prompt"]) == sent and body["prompt"][-3:] == [7, 8, 9]
+    assert body["prompt"][-4] == 4999  # the prefix keeps its end, next to the continuation
+    assert scored.tolist() == [-1.0, -1.0, -1.0]
+
+
 def test_the_test_scorer_is_deterministic_needs_no_engine_and_is_recorded(monkeypatch) -> None:
     """$PERSONAGRAPH_LIKELIHOOD_MODEL=test (the suite's default): words the prefix holds are likelier, no
     engine starts, and the scorer a run read is the one its provenance names."""
