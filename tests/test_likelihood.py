@@ -62,15 +62,16 @@ def test_the_longest_scored_prompt_fits_an_engine_slot() -> None:
 
 @pytest.mark.parametrize(("slot", "sent"), [(4096, 2048), (300, 299)])
 async def test_a_long_prefix_is_cut_to_what_a_slot_of_the_engine_holds(monkeypatch, slot, sent) -> None:
-    """A prefix is cut from its start to MAX_TOKENS, or to one slot of an engine that
-    $PERSONAGRAPH_N_CTX made smaller (the engine predicts one token after it), never sent whole to be refused."""
+    """A prefix is cut from its start to MAX_TOKENS, or to one slot of an engine that $PERSONAGRAPH_N_CTX
+    made smaller (the engine predicts one token after it), never sent whole to be refused."""
     from personagraph.models import engine
 
     bodies: list[dict] = []
 
     async def engine_reply(name: str, path: str, body: dict) -> dict:
         bodies.append(body)
-        return {"prompt_logprobs": [-1.0] * body["n_prompt_logprobs"], "tokens_evaluated": len(body["prompt"])}
+        scored = [-1.0] * body["n_prompt_logprobs"]
+        return {"prompt_logprobs": scored, "tokens_evaluated": len(body["prompt"])}
 
     monkeypatch.setattr(engine, "CTX_PER_SLOT", slot)
     monkeypatch.setattr(likelihood, "_post", engine_reply)
