@@ -54,7 +54,8 @@ async def test_a_likely_continuation_outscores_an_unlikely_one_and_edges_hold(mo
 
 def test_the_longest_scored_prompt_fits_an_engine_slot() -> None:
     """A prefix is cut to MAX_TOKENS with its continuation, and the engine then predicts one token: the
-    prompt must fit one slot of the engine's default context, or every long prefix would be refused."""
+    prompt must fit one slot of the engine's default context, or a default engine would cut every long
+    prefix shorter than the fitted model's readings were taken at."""
     from personagraph.models.engine import CTX_PER_SLOT
 
     assert likelihood.MAX_TOKENS + 1 <= CTX_PER_SLOT
