@@ -8,17 +8,19 @@ memory lock: read every 0.1 s from servers that map gigabytes, it slows the run 
 (docs/benchmarks.md#quick-run).
 
 1. **quick run**: ``personagraph eval --persona … --quick`` in a fresh run directory, engines started
-   afresh (start-up and model loading included): wall time, calls, answers cut at the token limit.
+   afresh (start-up and model loading included): wall time, calls, answers cut at the token limit. It
+   reads the prompt prefixes earlier runs saved (``--prefixes kept``, as every run after a machine's
+   first) or none (``--prefixes none``, as the first).
 2. **meta-eval**: ``personagraph meta-eval`` with the default embedded judge on ``--meta-items`` replies of
    the USR dev file (the longest contexts first): wall time and memory.
 3. **install** (``--install``, ~10 minutes): ``bash scripts/install.sh`` in a fresh copy of this checkout
    with an empty build cache, timed, and the bytes it wrote outside the virtualenv.
 
-    .venv/bin/python bench/embedded.py [--persona "…"] [--meta-items 10] [--install]
+    .venv/bin/python bench/embedded.py [--persona "…"] [--meta-items 10] [--prefixes kept|none] [--install]
 
 Every figure line carries the machine (``lscpu``'s model and flags of note) and the load average at its
-start and end. Lines: ``quick_run_s <s> answers_cut <cut>/<answers>``, ``peak_rss_mb <quick run>
-<meta-eval>`` (tree), ``install_s <s>``.
+start and end. Lines: ``quick_run_s <s> answers_cut <cut>/<answers> saved_prefixes <found>``,
+``peak_rss_mb <quick run> <meta-eval>`` (tree), ``install_s <s>``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._harness import load_average, machine  # noqa: E402
+from personagraph.models.prefixes import DIR_ENV as PREFIX_DIR_ENV  # noqa: E402
+from personagraph.models.prefixes import SUFFIX  # noqa: E402
+from personagraph.models.weights import cache_root  # noqa: E402
 
 COWBOY = "A 70-year-old retired cowboy from Texas"
 DEV = ROOT.parent / "shared" / "benchmarks" / "judge-dev"
@@ -132,9 +137,22 @@ def _env(cache: Path | None = None) -> dict[str, str]:
     return env
 
 
-def quick_run(work: Path, persona: str) -> Measured:
+def quick_run(work: Path, persona: str, prefixes: str) -> Measured:
+    """``prefixes``: "kept" reads the saved prompt prefixes earlier runs left (personagraph.models.prefixes),
+    "none" starts from an empty folder, as the first run on a machine does."""
+    env = _env()
+    if prefixes == "none":
+        env[PREFIX_DIR_ENV] = str(work / "prefix-states")
     return measure([str(PERSONAGRAPH), "eval", "--persona", persona, "--quick", "--run-dir",
-                    str(work / "quick")], env=_env())
+                    str(work / "quick")], env=env)
+
+
+def saved_prefixes(prefixes: str) -> int:
+    """How many saved prompt prefixes a run with ``--prefixes kept`` finds."""
+    if prefixes == "none":
+        return 0
+    root = Path(os.environ.get(PREFIX_DIR_ENV) or cache_root() / "prefix-states")
+    return sum(1 for _ in root.glob(f"*/*{SUFFIX}"))
 
 
 def answers_cut(run_dir: Path) -> str:
@@ -180,12 +198,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--persona", default=COWBOY)
     parser.add_argument("--meta-items", type=int, default=10, help="USR replies for the meta-eval (0: skip)")
+    parser.add_argument("--prefixes", choices=["kept", "none"], default="kept",
+                        help="prompt prefixes the quick run reads: those earlier runs saved, or none")
     parser.add_argument("--install", action="store_true", help="also time a fresh install (~10 minutes)")
     args = parser.parse_args()
     print(machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix="pg-bench-embedded-") as tmp:
         work = Path(tmp)
-        quick = quick_run(work, args.persona)
+        found = saved_prefixes(args.prefixes)
+        quick = quick_run(work, args.persona, args.prefixes)
         cut = answers_cut(work / "quick")
         print(_line("quick run", quick), flush=True)
         tail = [line for line in quick.output.splitlines() if line.strip()][-12:]
@@ -197,7 +218,8 @@ def main() -> None:
         if installed is not None:
             print(_line("install", installed[0]) + f"; {installed[1] / 1e9:.2f} GB written outside the venv",
                   flush=True)
-    print(f"quick_run_s {quick.wall_s:.1f} answers_cut {cut} (exit {quick.exit_code}; {machine()}; load "
+    print(f"quick_run_s {quick.wall_s:.1f} answers_cut {cut} saved_prefixes {found} (exit {quick.exit_code}; "
+          f"{machine()}; load "
           f"{quick.loads[0]} → {quick.loads[1]})")
     print(f"peak_rss_mb {quick.peak_rss_mb:.0f} {meta.peak_rss_mb if meta else float('nan'):.0f} "
           f"(quick run, meta-eval; summed over the process tree; load {load_average()})")

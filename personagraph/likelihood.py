@@ -276,9 +276,12 @@ async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
 
     policy = RetryPolicy()
     for attempt in range(policy.attempts):
-        root = (await engine_for(name).base_url()).removesuffix("/v1")  # a restarted engine: its new port
         try:
-            return await post_json(root + path, body, timeout_s=TIMEOUT_S)
+            if path == "/tokenize":  # no slot
+                root = (await engine_for(name).base_url()).removesuffix("/v1")  # restarted: its new port
+                return await post_json(root + path, body, timeout_s=TIMEOUT_S)
+            async with engine_for(name).pinned(body.get("messages"), body.get("prompt")) as (url, slot):
+                return await post_json(url.removesuffix("/v1") + path, {**body, **slot}, timeout_s=TIMEOUT_S)
         except PermanentModelError as exc:
             reason = explain_refusal(str(exc))
             raise LikelihoodError(f"scoring a text on the engine failed: {reason}") from None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import numpy as np
 import pytest
 
@@ -229,8 +232,9 @@ async def test_a_yes_no_answer_is_asked_once_per_process(monkeypatch) -> None:
     from personagraph.models import engine, openai_http
 
     class Running:
-        async def base_url(self) -> str:
-            return "http://127.0.0.1:1/v1"
+        @contextlib.asynccontextmanager
+        async def pinned(self, messages: list[dict], tokens: None) -> AsyncIterator[tuple[str, dict]]:
+            yield "http://127.0.0.1:1/v1", {"id_slot": 0}
 
     asked: list[dict] = []
 
@@ -248,4 +252,4 @@ async def test_a_yes_no_answer_is_asked_once_per_process(monkeypatch) -> None:
     again = await likelihood.yes_probability(messages, likelihood.PACKAGED_LM)
     other_answer = await likelihood.yes_probability(other, likelihood.PACKAGED_LM)
     assert first == again == other_answer == pytest.approx(np.exp(-0.5) / (np.exp(-0.5) + np.exp(-1.5)))
-    assert len(asked) == 2
+    assert len(asked) == 2 and all(body["id_slot"] == 0 for body in asked)  # sent to the slot it was given

@@ -548,9 +548,9 @@ class ModelClient:
         body = {"model": self.spec.name, "messages": messages, **params}
         reply: ChatReply
         if self._engine is not None:  # no timeout: a dead engine drops the connection, a busy one is slow
-            url = await self._engine.base_url()
             try:
-                reply = await openai_http.chat_completion(url, "", body, timeout_s=None)
+                async with self._engine.pinned(messages) as (url, slot):
+                    reply = await openai_http.chat_completion(url, "", {**body, **slot}, timeout_s=None)
             except openai_http.PermanentModelError as exc:
                 raise openai_http.PermanentModelError(explain_refusal(str(exc))) from None
         elif self.route.rules.transport == "scripted":

@@ -31,12 +31,26 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from personagraph.errors import PersonagraphError
+from personagraph.models.openai_http import PermanentModelError, post_json
+from personagraph.models.prefixes import (
+    SUFFIX,
+    SlotPins,
+    enough_shared,
+    prefix_text,
+    prune,
+    states_dir,
+    system_key,
+    token_text,
+)
 from personagraph.models.providers import PROVIDER_RULES
+from personagraph.models.retry import TransientModelError
 from personagraph.models.spec import LOCAL_MODELS, LocalModel, parse_spec
 from personagraph.models.weights import cache_root, ensure_weights
 
@@ -161,6 +175,7 @@ class Engine:
         self._url = ""
         self._failure = ""
         self._lock = threading.Lock()
+        self._pins = SlotPins(slots, None)  # replaced at each start: a new server's slots are empty
         # Its server is spawned by this long-lived thread of its own: PR_SET_PDEATHSIG fires when the
         # *thread* that forked the child ends, so a short-lived worker thread (asyncio.to_thread, one
         # loop's executor) would take the server down with it; one per engine, so a call to one model
@@ -227,12 +242,15 @@ class Engine:
             self._failure = str(exc)
             raise EngineFailed(self._failure) from None
         threads = str(_threads())
+        folder = _states_folder(weights, binary, self.extra_args)
         command = [
             str(binary), "--model", str(weights), "--host", "127.0.0.1", "--port", "0",
             "--parallel", str(self.slots), "--ctx-size", str(self.slots * CTX_PER_SLOT),
             "--threads", threads, "--threads-batch", threads, "--cache-ram", str(CACHE_RAM_MB),
             "--no-webui", "--log-timestamps", *NO_REPACK, *self.extra_args,
+            *(["--slot-save-path", str(folder)] if folder is not None else []),
         ]
+        self._pins = SlotPins(self.slots, folder)
         self._url = ""  # not ready: no call is sent to the old process's address while this one loads
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
@@ -245,6 +263,34 @@ class Engine:
                 stdout=log, stderr=subprocess.STDOUT, env=server_env(binary), start_new_session=True,
             )
         self._url = self._wait_ready(offset)
+
+    @asynccontextmanager
+    async def pinned(
+        self, messages: Sequence[Mapping[str, Any]] | None = None, tokens: Sequence[int] | None = None
+    ) -> AsyncIterator[tuple[str, dict[str, int]]]:
+        """The server's base URL and the body fields that send one request (chat ``messages``, or a prompt
+        of ``tokens``) to the free slot whose cache shares the longest prefix with it. A system message's
+        saved state is loaded into the slot first when the slot lacks it, and saved after the first request
+        that finishes with it (:mod:`personagraph.models.prefixes`). Waits while every slot is busy."""
+        url = await self.base_url()
+        pins, key = self._pins, system_key(messages)
+        text = prefix_text(messages) if messages is not None else token_text(tokens)
+        first = enough_shared(messages, text)
+        slot, shared = await pins.take(text, enough=first)
+        holds: str | None = None
+        try:
+            state = pins.saved(key) if key is not None and shared < first else None
+            if state is not None and await _slot_action(url, slot, "restore", state.name):
+                os.utime(state)  # recently used: pruned last
+            yield url, {"id_slot": slot}
+            holds = text
+            if key and pins.claim_save(key):
+                try:
+                    await _save_state(url, slot, key, pins.folder)
+                finally:
+                    pins.saving_done(key)
+        finally:
+            pins.give_back(slot, holds)
 
     def _wait_ready(self, offset: int) -> str:
         """Waits for the server's "listening on" line (logged once the model is loaded), then /health."""
@@ -284,6 +330,44 @@ class Engine:
             self._kill()
             if not self.deaths:
                 self.log_path.unlink(missing_ok=True)
+
+
+def _states_folder(weights: Path, binary: Path, extra_args: tuple[str, ...]) -> Path | None:
+    """The folder of the model's saved prefixes, created; None when it cannot be (the engine then saves
+    none and reads every prompt whole)."""
+    try:
+        folder = states_dir(weights, binary, CTX_PER_SLOT, extra_args)
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
+async def _slot_action(url: str, slot: int, action: str, filename: str) -> bool:
+    """``POST /slots/{slot}?action=save|restore``; False when the server refused or failed (a saved
+    prefix is an optimisation: the request then reads its prompt whole)."""
+    root = url.removesuffix("/v1")
+    try:
+        await post_json(f"{root}/slots/{slot}?action={action}", {"filename": filename}, timeout_s=60)
+    except (TransientModelError, PermanentModelError):
+        return False
+    return True
+
+
+async def _save_state(url: str, slot: int, key: str, folder: Path | None) -> None:
+    """Saves ``slot``'s state as ``key``'s, whole or not at all (written under another name, then
+    renamed), and prunes the saved states of every model to their budget."""
+    if folder is None:
+        return
+    partial = f"{key}.{os.getpid()}.partial"
+    try:
+        if await _slot_action(url, slot, "save", partial):
+            os.replace(folder / partial, folder / f"{key}{SUFFIX}")
+            prune(folder.parent)
+    except OSError:
+        pass
+    finally:
+        (folder / partial).unlink(missing_ok=True)
 
 
 def _healthy(url: str) -> bool:

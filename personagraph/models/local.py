@@ -57,8 +57,8 @@ class LocalChatModel(BaseChatModel):
             body["stop"] = stop
         if kwargs.get("response_format"):
             body["response_format"] = kwargs["response_format"]
-        base_url = await engine_for(self.model_name).base_url()
-        reply = await openai_http.chat_completion(base_url, "", body, timeout_s=None)
+        async with engine_for(self.model_name).pinned(body["messages"]) as (base_url, slot):
+            reply = await openai_http.chat_completion(base_url, "", {**body, **slot}, timeout_s=None)
         message = AIMessage(
             content=reply.text,
             usage_metadata={"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
