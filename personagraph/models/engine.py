@@ -57,43 +57,29 @@ from personagraph.models.weights import cache_root, ensure_weights
 SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary (tests, packagers)
 # Parallel slots per model and the context of each (PERSONAGRAPH_LLAMA_SLOTS / PERSONAGRAPH_N_CTX).
 # 4 slots: the quick run sends up to 5 calls at once to the 1.5B model (one per task) and the server
-# batches them into one decode per step. `python bench/slots.py <run-dir> --slots 4,1 --repeats 4` replays a
-# quick run's 11 calls to the 1.5B wave by wave (2-core Xeon, 2026-12-03, load 1.0-2.1): 463 s in all with
-# 4 slots against 560 s with 1, 24 s [2, 46] less per replay (t-interval over the 4 ABBA pairs, each pair
-# faster with 4). A fifth slot (no question call waits) was not faster in four replays at load 1.7-2.9,
-# beside another job, nor clearly on the machine alone (`--slots 5,4 --repeats 4`, load 1.2-2.0, 2026-12-03):
-# 5 minus 4 per replay -1.0, -1.4, -16.6, -4.2 s, mean -5.8 [-17.5, +5.9]; the judge wave alike (44.7-48.9 s
-# against 40.9-47.5 s), the question waves' spread following how many tokens were sampled.
-# 4096 tokens per slot (the old single context) fits the longest judge prompt plus its reply. A slot's KV
-# cache (up to ~115 MB for the 1.5B model) is resident only as far as its prompts have filled it: the build
-# zeroes it without touching its pages (scripts/llama-patches/).
+# batches them into one decode per step; 4 replayed a quick run faster than 1, and 5 no faster than 4
+# (`bench/slots.py`, docs/benchmarks.md#quick-run). 4096 tokens per slot fit the longest judge prompt plus
+# its reply. A slot's KV cache (up to ~115 MB for the 1.5B model) is resident only as far as its prompts
+# have filled it: the build zeroes it without touching its pages (scripts/llama-patches/).
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
 # Host memory for prompts the server keeps beyond its slots (llama.cpp's prompt cache; its default is 8 GiB):
-# none. The slots' own KV already holds the prefix a verdict's calls share (a judge prompt's persona block
-# opens with a tag hashed from its text, so prompts about different personas share only the instructions
-# before it), and an embedded run's whole process tree is meant to fit in 2.5 GB (bench/embedded.py prints
-# its peak).
+# none. The instructions every persona shares are loaded from saved states on disk (models/prefixes.py),
+# the prefix a verdict's calls share stays in its slot, and an embedded run's whole process tree is meant
+# to fit in 2.5 GB (bench/embedded.py prints its peak).
 CACHE_RAM_MB = 0
 CTX_ENV = "PERSONAGRAPH_N_CTX"
 CTX_PER_SLOT = int(os.environ.get(CTX_ENV, "4096"))
 _CONTEXT_EXCEEDED = "exceeds the available context size"  # llama-server's refusal of a too-long request
-# Weight repacking ("extra buffer types") is off. On the project's 2-core KVM Xeon with AMX (llama.cpp of
-# llama-cpp-python 0.3.36, Qwen2.5-Coder-1.5B Q4_K_M) the AMX CPU variant died with SIGILL at start-up
-# with it, as llama-cpp-python crashed in llama_decode (issue 13); the build now carries no AMX variant
-# (scripts/build_llama_server.sh). On idle cores (2026-11-30; 401-token prompt, 64 tokens, 1 slot, 2
-# threads, three runs each) the AVX-512 VNNI variants *with* repacking read prompts at 92-106 tok/s and
-# decoded at 10.7-12.4 tok/s, without it 127-138 and 8.9-10.1: repacking trades prompt speed for decode
-# speed, and the eval's embedded calls are prompt-bound (the quick run: ~10,600 prompt tokens against
-# ~1,300 generated).
+# Weight repacking ("extra buffer types") is off: with it the AMX CPU variant died with SIGILL at start-up
+# on a KVM Xeon (issue 13; the build now carries no AMX variant, scripts/build_llama_server.sh), and it
+# trades prompt speed for decode speed while the eval's embedded calls are prompt-bound
+# (docs/benchmarks.md#install, #quick-run).
 NO_REPACK = ("--no-repack",)
-# No speculative decoding: with the 0.5B drafting for the 1.5B (`bench/speculative.py`, a quick run's 11
-# calls to the 1.5B replayed one at a time, ABBA, 2-core Xeon, load 1.6-1.9, 2026-12-03) the calls took
-# 738 s against 312 s plain, though 53% of the drafted tokens were accepted: on 2 cores the draft model's
-# own decoding costs more than the target's steps it saves.
+# No speculative decoding: on 2 cores the 0.5B's own decoding as a draft model costs more than the 1.5B's
+# steps it saves (`bench/speculative.py`, docs/benchmarks.md#quick-run).
 # OpenMP threads spin while they wait at ggml's barriers; with more runnable threads than cores (the
 # two embedded models decode at the same time in `eval`, and shared machines) a spinning thread burns
-# the time slice its sibling needs: one-token decode fell to 0.2-0.3 tok/s. Passive waiting measured
-# 1.1 tok/s under the same load. A user's own OMP_WAIT_POLICY is kept.
+# the time slice its sibling needs (docs/benchmarks.md#quick-run). A user's own OMP_WAIT_POLICY is kept.
 OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 START_TIMEOUT_S = 180.0
 _LISTENING = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")

@@ -33,7 +33,9 @@ from typing import Any
 from personagraph.models.weights import cache_root
 
 DIR_ENV = "PERSONAGRAPH_PREFIX_DIR"
-MIN_SYSTEM_CHARS = 200  # shorter instructions (~50 tokens) are read faster than a state is written
+# Shorter system messages (~50 tokens; an agent's one-line persona prompt) save a second at most, and would
+# fill the folder with states that no other persona loads.
+MIN_SYSTEM_CHARS = 200
 MAX_BYTES = 512 * 2**20  # all models' states together; one is ~30 kB per token for the 1.5B model
 SUFFIX = ".state"
 
@@ -95,7 +97,14 @@ def _cpu() -> str:
 
 
 def prune(root: Path, max_bytes: int = MAX_BYTES) -> None:
-    """Removes the least recently used states under ``root`` until they fit in ``max_bytes``."""
+    """Removes the least recently used states under ``root`` until they fit in ``max_bytes``, and the partial
+    files of saves that never ended (a process killed mid-save) after an hour."""
+    for partial in root.glob("*/*.partial"):
+        try:
+            if partial.stat().st_mtime < time.time() - 3600:
+                partial.unlink()
+        except OSError:
+            continue
     files = []
     for path in root.glob(f"*/*{SUFFIX}"):
         try:

@@ -113,8 +113,11 @@ def test_the_least_recently_used_states_go_beyond_the_budget(tmp_path: Path) -> 
         path.write_bytes(b"x" * 100)
         os.utime(path, (1000 + age, 1000 + age))
     (tmp_path / "a" / "unrelated.txt").write_bytes(b"x" * 1000)  # not a state: neither counted nor removed
+    (tmp_path / "a" / "killed.123.partial").write_bytes(b"x")
+    os.utime(tmp_path / "a" / "killed.123.partial", (1000, 1000))  # a save that never ended
+    (tmp_path / "b" / "saving.456.partial").write_bytes(b"x")  # a save under way
     prune(tmp_path, max_bytes=250)
     left = sorted(p.name for p in tmp_path.rglob("*"))
-    assert left == ["a", "b", "mid.state", "new.state", "unrelated.txt"]
+    assert left == ["a", "b", "mid.state", "new.state", "saving.456.partial", "unrelated.txt"]
     prune(tmp_path, max_bytes=100)
     assert not (tmp_path / "b" / "mid.state").exists() and (tmp_path / "a" / "new.state").exists()
