@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import re
 import signal
@@ -319,11 +320,13 @@ class Engine:
 
 
 def _states_folder(weights: Path, binary: Path, extra_args: tuple[str, ...]) -> Path | None:
-    """The folder of the model's saved prefixes, created; None when it cannot be (the engine then saves
-    none and reads every prompt whole)."""
+    """The folder of the model's saved prefixes, created (the server checks it at start), the saved states
+    of every model pruned; None when it cannot be made (the engine then saves none and reads every prompt
+    whole)."""
     try:
         folder = states_dir(weights, binary, CTX_PER_SLOT, extra_args)
         folder.mkdir(parents=True, exist_ok=True)
+        prune(folder.parent)
     except OSError:
         return None
     return folder
@@ -347,13 +350,15 @@ async def _save_state(url: str, slot: int, key: str, folder: Path | None) -> Non
         return
     partial = f"{key}.{os.getpid()}.partial"
     try:
+        folder.mkdir(parents=True, exist_ok=True)  # again, if pruned as empty since the start
         if await _slot_action(url, slot, "save", partial):
             os.replace(folder / partial, folder / f"{key}{SUFFIX}")
             prune(folder.parent)
     except OSError:
         pass
     finally:
-        (folder / partial).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder that could not be made holds no partial file
+            (folder / partial).unlink(missing_ok=True)
 
 
 def _healthy(url: str) -> bool:

@@ -97,13 +97,19 @@ def _cpu() -> str:
 
 
 def prune(root: Path, max_bytes: int = MAX_BYTES) -> None:
-    """Removes the least recently used states under ``root`` until they fit in ``max_bytes``, and the partial
-    files of saves that never ended (a process killed mid-save) after an hour."""
-    for partial in root.glob("*/*.partial"):
+    """Removes the least recently used states under ``root`` until they fit in ``max_bytes``; after an hour,
+    the partial files of saves that never ended (a process killed mid-save) and the folders left empty (an
+    engine that never saved: tests, other slot sizes)."""
+    hour_ago = time.time() - 3600
+    for stale in [*root.glob("*/*.partial"), *root.glob("*/")]:
         try:
-            if partial.stat().st_mtime < time.time() - 3600:
-                partial.unlink()
-        except OSError:
+            if stale.stat().st_mtime >= hour_ago:
+                continue
+            if stale.is_dir():
+                stale.rmdir()
+            else:
+                stale.unlink()
+        except OSError:  # a folder that holds states, or one another process removed
             continue
     files = []
     for path in root.glob(f"*/*{SUFFIX}"):

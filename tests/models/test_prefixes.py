@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -116,8 +117,11 @@ def test_the_least_recently_used_states_go_beyond_the_budget(tmp_path: Path) -> 
     (tmp_path / "a" / "killed.123.partial").write_bytes(b"x")
     os.utime(tmp_path / "a" / "killed.123.partial", (1000, 1000))  # a save that never ended
     (tmp_path / "b" / "saving.456.partial").write_bytes(b"x")  # a save under way
+    for name, age in [("unused", 1000), ("just-started", time.time())]:
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (age, age))  # an engine that never saved; one that may yet
     prune(tmp_path, max_bytes=250)
     left = sorted(p.name for p in tmp_path.rglob("*"))
-    assert left == ["a", "b", "mid.state", "new.state", "saving.456.partial", "unrelated.txt"]
+    assert left == ["a", "b", "just-started", "mid.state", "new.state", "saving.456.partial", "unrelated.txt"]
     prune(tmp_path, max_bytes=100)
     assert not (tmp_path / "b" / "mid.state").exists() and (tmp_path / "a" / "new.state").exists()
