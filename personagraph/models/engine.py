@@ -34,7 +34,6 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +250,7 @@ class Engine:
             )
         self._url = self._wait_ready(offset)
 
-    @asynccontextmanager
+    @contextlib.asynccontextmanager
     async def pinned(
         self, messages: Sequence[Mapping[str, Any]] | None = None, tokens: Sequence[int] | None = None
     ) -> AsyncIterator[tuple[str, dict[str, int]]]:
@@ -268,7 +267,8 @@ class Engine:
         try:
             state = pins.saved(key) if key is not None and shared < first else None
             if state is not None and await _slot_action(url, slot, "restore", state.name):
-                os.utime(state)  # recently used: pruned last
+                with contextlib.suppress(OSError):  # pruned meanwhile by another process: loaded all the same
+                    os.utime(state)  # recently used: pruned last
             yield url, {"id_slot": slot}
             holds = text
             if key and pins.claim_save(key):
