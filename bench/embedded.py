@@ -42,8 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._harness import load_average, machine  # noqa: E402
 from personagraph.models.prefixes import DIR_ENV as PREFIX_DIR_ENV  # noqa: E402
-from personagraph.models.prefixes import SUFFIX  # noqa: E402
-from personagraph.models.weights import cache_root  # noqa: E402
+from personagraph.models.prefixes import SUFFIX, states_root  # noqa: E402
 
 COWBOY = "A 70-year-old retired cowboy from Texas"
 DEV = ROOT.parent / "shared" / "benchmarks" / "judge-dev"
@@ -151,8 +150,7 @@ def saved_prefixes(prefixes: str) -> int:
     """How many saved prompt prefixes a run with ``--prefixes kept`` finds."""
     if prefixes == "none":
         return 0
-    root = Path(os.environ.get(PREFIX_DIR_ENV) or cache_root() / "prefix-states")
-    return sum(1 for _ in root.glob(f"*/*{SUFFIX}"))
+    return sum(1 for _ in states_root().glob(f"*/*{SUFFIX}"))
 
 
 def answers_cut(run_dir: Path) -> str:

@@ -71,6 +71,12 @@ def system_key(messages: Sequence[Mapping[str, Any]] | None) -> str | None:
     return hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
+def states_root() -> Path:
+    """Where every model's states are kept: ``$PERSONAGRAPH_PREFIX_DIR``, else ``prefix-states/`` in the
+    cache dir."""
+    return Path(os.environ.get(DIR_ENV) or cache_root() / "prefix-states")
+
+
 def states_dir(weights: Path, server: Path, slot_tokens: int, extra_args: Sequence[str]) -> Path:
     """The folder of one model's states: named by everything a state's KV cache depends on (the weights
     file, the server build, the CPU, the slot size, extra server arguments), so no state is read into
@@ -82,8 +88,7 @@ def states_dir(weights: Path, server: Path, slot_tokens: int, extra_args: Sequen
     stamp = server.with_name("BUILD_STAMP")
     build = stamp.read_text(errors="replace") if stamp.is_file() else identity(server)
     blob = json.dumps([identity(weights), build, _cpu(), slot_tokens, list(extra_args)])
-    root = Path(os.environ.get(DIR_ENV) or cache_root() / "prefix-states")
-    return root / f"{Path(weights).stem}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+    return states_root() / f"{Path(weights).stem}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
 def _cpu() -> str:
