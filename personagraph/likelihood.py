@@ -260,15 +260,16 @@ def _prompt_logprobs(reply: Any, n_prompt: int, n_scored: int) -> np.ndarray:
 
 
 async def _tokenize(name: str, text: str) -> list[int]:
-    reply = await _post(name, "/tokenize", {"content": text, "add_special": False})
+    reply = await _post(name, "/tokenize", {"content": text, "add_special": False}, slot=False)
     try:
         return [int(t) for t in reply["tokens"]]
     except (KeyError, TypeError, ValueError):
         raise LikelihoodError("the engine's /tokenize reply holds no token ids") from None
 
 
-async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
-    """``body`` posted to ``path`` of the model's engine, a transient fault (a dropped connection, an engine
+async def _post(name: str, path: str, body: dict[str, Any], *, slot: bool = True) -> Any:
+    """``body`` posted to ``path`` of the model's engine, to the slot its ``Engine.pinned`` picks for it
+    unless ``slot`` is False (a request no slot serves), a transient fault (a dropped connection, an engine
     restarted on another port) retried as the model layer retries calls (:class:`RetryPolicy`)."""
     from personagraph.models.engine import engine_for, explain_refusal
     from personagraph.models.openai_http import PermanentModelError, post_json
@@ -277,7 +278,7 @@ async def _post(name: str, path: str, body: dict[str, Any]) -> Any:
     policy = RetryPolicy()
     for attempt in range(policy.attempts):
         try:
-            if path == "/tokenize":  # no slot
+            if not slot:
                 root = (await engine_for(name).base_url()).removesuffix("/v1")  # restarted: its new port
                 return await post_json(root + path, body, timeout_s=TIMEOUT_S)
             async with engine_for(name).pinned(body.get("messages"), body.get("prompt")) as (url, slot):

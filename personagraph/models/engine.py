@@ -271,9 +271,9 @@ class Engine:
                     os.utime(state)  # recently used: pruned last
             yield url, {"id_slot": slot}
             holds = text
-            if key and pins.claim_save(key):
+            if key and (folder := pins.claim_save(key)) is not None:
                 try:
-                    await _save_state(url, slot, key, pins.folder)
+                    await _save_state(url, slot, key, folder)
                 finally:
                     pins.saving_done(key)
         finally:
@@ -343,11 +343,9 @@ async def _slot_action(url: str, slot: int, action: str, filename: str) -> bool:
     return True
 
 
-async def _save_state(url: str, slot: int, key: str, folder: Path | None) -> None:
+async def _save_state(url: str, slot: int, key: str, folder: Path) -> None:
     """Saves ``slot``'s state as ``key``'s, whole or not at all (written under another name, then
     renamed), and prunes the saved states of every model to their budget."""
-    if folder is None:
-        return
     partial = f"{key}.{os.getpid()}.partial"
     try:
         folder.mkdir(parents=True, exist_ok=True)  # again, if pruned as empty since the start

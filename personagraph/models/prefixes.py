@@ -201,17 +201,20 @@ class SlotPins:
                 continue
 
     def saved(self, key: str) -> Path | None:
-        path = self.folder / f"{key}{SUFFIX}" if self.folder is not None else None
-        return path if path is not None and path.is_file() else None
+        """``key``'s saved state, if there is one."""
+        if self.folder is None:
+            return None
+        path = self.folder / f"{key}{SUFFIX}"
+        return path if path.is_file() else None
 
-    def claim_save(self, key: str) -> bool:
-        """Whether this request should save ``key``'s state: there is a folder, no state yet, and no other
-        request of this process is saving it."""
+    def claim_save(self, key: str) -> Path | None:
+        """The folder to save ``key``'s state in when this request should save it: there is a folder, no
+        state yet, and no other request of this process is saving it; else None."""
         with self._lock:
             if self.folder is None or key in self._saving or self.saved(key) is not None:
-                return False
+                return None
             self._saving.add(key)
-            return True
+            return self.folder
 
     def saving_done(self, key: str) -> None:
         with self._lock:
