@@ -55,16 +55,20 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def machine() -> str:
-    """One line naming the machine a figure was measured on: CPU model, cores, AVX-512/AMX, load now.
-
-    Every bench prints it first; the machine may be shared, so the load is part of every figure.
-    """
+def cpu() -> str:
+    """The CPU a figure was measured on: model, cores, AVX-512/AMX."""
     model, flags = _cpu_info()
     avx512 = "yes" if "avx512f" in flags else "no"
     amx = "yes" if {"amx_tile", "amx_bf16"} & flags else "no"
-    return (f"machine: {model}, {os.cpu_count()} cores, AVX-512 {avx512}, AMX {amx}, "
-            f"load average {load_average()} (at start)")
+    return f"{model}, {os.cpu_count()} cores, AVX-512 {avx512}, AMX {amx}"
+
+
+def machine() -> str:
+    """One line naming the machine a figure was measured on: :func:`cpu` and the load now.
+
+    Every bench prints it first; the machine may be shared, so the load is part of every figure.
+    """
+    return f"machine: {cpu()}, load average {load_average()} (at start)"
 
 
 def wake_cost_us(sleeps: int = 12, asleep_s: float = 0.25) -> float:

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._harness import load_average, machine  # noqa: E402
+from bench._harness import cpu, load_average, machine  # noqa: E402
 from personagraph.models.prefixes import DIR_ENV as PREFIX_DIR_ENV  # noqa: E402
 from personagraph.models.prefixes import SUFFIX, states_root  # noqa: E402
 
@@ -217,14 +217,13 @@ def main() -> None:
             print(_line("install", installed[0]) + f"; {installed[1] / 1e9:.2f} GB written outside the venv",
                   flush=True)
     print(f"quick_run_s {quick.wall_s:.1f} answers_cut {cut} saved_prefixes {found} (exit {quick.exit_code}; "
-          f"{machine()}; load "
-          f"{quick.loads[0]} → {quick.loads[1]})")
+          f"machine: {cpu()}; load {quick.loads[0]} → {quick.loads[1]})")
     print(f"peak_rss_mb {quick.peak_rss_mb:.0f} {meta.peak_rss_mb if meta else float('nan'):.0f} "
           f"(quick run, meta-eval; summed over the process tree; load {load_average()})")
     if installed is not None:
         done = installed[0]
         print(f"install_s {done.wall_s:.0f} written_gb {installed[1] / 1e9:.2f} (exit {done.exit_code}; "
-              f"{machine()}; load {done.loads[0]} → {done.loads[1]})")
+              f"machine: {cpu()}; load {done.loads[0]} → {done.loads[1]})")
 
 
 if __name__ == "__main__":

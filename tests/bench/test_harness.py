@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._harness import stored_bodies
+from bench._harness import cpu, machine, stored_bodies
 from personagraph.store import CallRow, RunStore
 
 JUDGE = "local:qwen2.5-coder-1.5b"
@@ -36,3 +36,10 @@ def test_a_folder_without_a_store_or_without_the_models_calls_is_one_line(tmp_pa
     store.close()
     with pytest.raises(SystemExit, match=f"no calls to {JUDGE}"):
         stored_bodies(tmp_path, JUDGE)
+
+
+def test_the_cpu_line_carries_no_load_and_the_machine_line_adds_the_load_now() -> None:
+    """A figure's closing line names the CPU beside its own start → end loads: a load labelled "at start"
+    but read at the end would misdate it."""
+    assert "load" not in cpu() and "AVX-512" in cpu()
+    assert machine().startswith(f"machine: {cpu()}, load average ") and machine().endswith("(at start)")
