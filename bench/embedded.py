@@ -8,7 +8,8 @@ memory lock: read every 0.1 s from servers that map gigabytes, it slows the run 
 (docs/benchmarks.md#quick-run).
 
 1. **quick run**: ``personagraph eval --persona … --quick`` in a fresh run directory, engines started
-   afresh (start-up and model loading included): wall time, calls, answers cut at the token limit. It
+   afresh (start-up and model loading included): wall time, calls, answers cut at the token limit, and the
+   CPU seconds each process used (a llama-server named by its model: where the time went). It
    reads the prompt prefixes earlier runs saved (``--prefixes kept``, as every run after a machine's
    first) or none (``--prefixes none``, as the first).
 2. **meta-eval**: ``personagraph meta-eval`` with the default embedded judge on ``--meta-items`` replies of
@@ -91,10 +92,37 @@ class Measured:
     output: str = ""
     loads: tuple[str, str] = ("", "")
     samples: list[float] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds (user + system) by process kind
+
+    def cpu_text(self) -> str:
+        return ", ".join(f"{label} {seconds:.1f} s" for label, seconds in
+                         sorted(self.cpu_s.items(), key=lambda item: -item[1]))
+
+
+def _label(pid: int) -> str:
+    """What a process is: its command name, and for a llama-server the model it serves."""
+    try:
+        args = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        name = (Path("/proc") / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return "?"
+    if "--model" in args[:-1]:
+        return f"{name} {Path(args[args.index('--model') + 1]).stem}"
+    return name
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used so far (``/proc/<pid>/stat``); None when it is gone."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Measured:
-    """Runs ``command``, sampling the memory of its process tree until it ends."""
+    """Runs ``command``, sampling the memory of its process tree until it ends, and the CPU time each of its
+    processes used (as last sampled: a process's last 0.1 s may be missing)."""
     out = Measured(loads=(load_average(), ""))
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -103,6 +131,7 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
     reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
     reader.start()
     sample = 0
+    cpu: dict[int, tuple[str, float]] = {}
     while process.poll() is None:
         rss = pss = 0
         biggest = (0, "")
@@ -110,6 +139,8 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
         sample += 1
         for pid in _tree(process.pid):
             r = _proc_kb(pid, "status", "VmRSS")
+            if (used := _cpu_s(pid)) is not None:
+                cpu[pid] = (cpu[pid][0] if pid in cpu else _label(pid), used)
             rss, pss = rss + r, pss + (_proc_kb(pid, "smaps_rollup", "Pss") if with_pss else 0)
             if r > biggest[0]:
                 try:
@@ -125,6 +156,8 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
     out.wall_s = time.perf_counter() - started
     out.exit_code = process.returncode
     out.output = "".join(lines)
+    for label, used in cpu.values():
+        out.cpu_s[label] = out.cpu_s.get(label, 0.0) + used
     out.loads = (out.loads[0], load_average())
     return out
 
@@ -188,7 +221,7 @@ def install(work: Path) -> tuple[Measured, int]:
 
 def _line(label: str, m: Measured) -> str:
     return (f"  {label}: {m.wall_s:.1f} s, exit {m.exit_code}, peak RSS {m.peak_rss_mb:.0f} MB over the "
-            f"process tree (PSS {m.peak_pss_mb:.0f} MB; largest {m.largest}), "
+            f"process tree (PSS {m.peak_pss_mb:.0f} MB; largest {m.largest}), CPU {m.cpu_text()}, "
             f"load {m.loads[0]} → {m.loads[1]}")
 
 

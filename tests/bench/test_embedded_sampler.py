@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from bench.embedded import measure
 
@@ -15,3 +16,14 @@ def test_the_peak_of_a_child_holding_memory_is_seen() -> None:
     assert 200 <= measured.peak_rss_mb < 400  # the 200 MB block and an interpreter
     assert 0 < measured.peak_pss_mb <= measured.peak_rss_mb + 1
     assert measured.wall_s >= 1.5
+
+
+def test_the_cpu_time_of_each_process_in_the_tree_is_counted_by_its_kind() -> None:
+    """A child that computes for a while is charged its CPU seconds, under its command name."""
+    busy = ("import time; end = time.process_time() + 0.6\n"
+            "while time.process_time() < end: pass\ntime.sleep(0.3)")
+    measured = measure([sys.executable, "-c", busy])
+    assert measured.exit_code == 0
+    name = Path(sys.executable).name[:15]  # the kernel's name of a process: its program's, 15 characters
+    assert 0.5 <= measured.cpu_s.get(name, 0.0) < 5, measured.cpu_s
+    assert f"{name} " in measured.cpu_text()
