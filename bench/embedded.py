@@ -100,12 +100,15 @@ class Measured:
 
 
 def _label(pid: int) -> str:
-    """What a process is: its command name, and for a llama-server the model it serves."""
+    """What a process is: its command name, and for a llama-server the model it serves; "" once it has
+    ended (a zombie has no command line left)."""
     try:
         args = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
         name = (Path("/proc") / str(pid) / "comm").read_text().strip()
     except OSError:
-        return "?"
+        return ""
+    if not args[0]:
+        return ""
     if "--model" in args[:-1]:
         return f"{name} {Path(args[args.index('--model') + 1]).stem}"
     return name
@@ -139,8 +142,9 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
         sample += 1
         for pid in _tree(process.pid):
             r = _proc_kb(pid, "status", "VmRSS")
-            if (used := _cpu_s(pid)) is not None:
-                cpu[pid] = (cpu[pid][0] if pid in cpu else _label(pid), used)
+            if (used := _cpu_s(pid)) is not None:  # labelled again each time: the engine's launcher is a
+                # Python process until it execs its llama-server under the same pid
+                cpu[pid] = (_label(pid) or (cpu[pid][0] if pid in cpu else "?"), used)
             rss, pss = rss + r, pss + (_proc_kb(pid, "smaps_rollup", "Pss") if with_pss else 0)
             if r > biggest[0]:
                 try:

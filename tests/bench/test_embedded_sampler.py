@@ -27,3 +27,13 @@ def test_the_cpu_time_of_each_process_in_the_tree_is_counted_by_its_kind() -> No
     name = Path(sys.executable).name[:15]  # the kernel's name of a process: its program's, 15 characters
     assert 0.5 <= measured.cpu_s.get(name, 0.0) < 5, measured.cpu_s
     assert f"{name} " in measured.cpu_text()
+
+
+def test_a_process_that_execs_another_program_is_counted_under_the_program_it_became() -> None:
+    """The engine's launcher is Python until it execs llama-server under the same pid: the CPU goes to the
+    program the process became, not to the name it had when first sampled."""
+    loop = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+    becomes_sh = f"import os, time; time.sleep(0.4); os.execv('/bin/sh', ['sh', '-c', {loop!r}])"
+    measured = measure([sys.executable, "-c", becomes_sh])
+    assert measured.exit_code == 0
+    assert list(measured.cpu_s) == ["sh"] and measured.cpu_s["sh"] > 0.1, measured.cpu_s
