@@ -45,6 +45,9 @@ them, a missing or empty ``run.sqlite`` is a lost store, never a new run."""
 COMMIT_INTERVAL_S = 0.5
 """Write-behind: a batch commits at most this long after its first row (at once on a flush, a read, a
 checkpoint write or close): one commit for every row of the interval, where each row used to cost one."""
+INTEGRITY_CHECK = "integrity_check(1)"
+"""How a store is checked before anything writes to it. ``quick_check`` does not compare an index with its
+table: a damaged index passes it, and the run's first insert then fails with the file already written to."""
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -401,7 +404,7 @@ class RunStore:
         if not self.path.is_file() or self.path.stat().st_size == 0:
             return
         untouched = "it was left untouched — use another --run-dir"
-        result = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        result = self._db.execute(f"PRAGMA {INTEGRITY_CHECK}").fetchone()
         if result is None or result[0] != "ok":
             problem = " ".join(str(result[0] if result else "no answer").split())[:120]
             raise PersonagraphError(f"{self.path}: the run store is corrupted ({problem}); {untouched}")
@@ -762,7 +765,7 @@ async def sqlite_checkpointer(
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
-                result = db.execute("PRAGMA quick_check(1)").fetchone()
+                result = db.execute(f"PRAGMA {INTEGRITY_CHECK}").fetchone()
             finally:
                 db.close()
             problem = None if result and result[0] == "ok" else str(result[0] if result else "no answer")

@@ -68,6 +68,35 @@ def test_corrupted_store_is_reported_and_left_untouched(run_dir: Path) -> None:
     assert path.read_bytes() == garbage
 
 
+def test_a_damaged_index_is_found_before_anything_is_written(run_dir: Path) -> None:
+    """An index entry that no longer matches its row passes SQLite's quick_check and every table scan; the
+    run's first insert would then fail with the file already written to. The store refuses it at open."""
+    import sqlite3
+
+    store = RunStore(run_dir)
+    for i in range(300):
+        store.put("item", f"i{i}", {"n": i}, unit=f"unit-{i:03d}")
+    store.close()
+    path = run_dir / "run.sqlite"
+    db = sqlite3.connect(path)
+    pages = [row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = 'records_kind_unit' "
+                                          "AND pagetype = 'leaf'")]
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    data = bytearray(path.read_bytes())
+    start = (pages[0] - 1) * page_size
+    at = data.index(b"unit-050", start, start + page_size)
+    data[at + 7:at + 8] = b"/"  # "unit-05/": still between its neighbours, no longer its row's unit
+    damaged = bytes(data)
+    path.write_bytes(damaged)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA quick_check").fetchone() == ("ok",)  # what the store used to rely on
+    db.close()
+    with pytest.raises(PersonagraphError, match="run.sqlite: the run store is corrupted .*left untouched"):
+        RunStore(run_dir)
+    assert path.read_bytes() == damaged
+
+
 def test_foreign_sqlite_file_is_not_adopted(run_dir: Path) -> None:
     import sqlite3
 
