@@ -143,6 +143,17 @@ def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
                              "finished run as it is — use another --run-dir to run")
 
 
+def _write_version(path: Path) -> int | None:
+    """The SQLite header's file format write version (byte 18: 1 legacy, 2 WAL; SQLite opens a file with a
+    higher one read-only), None when the file has no header to read."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(19)
+    except OSError:
+        return None
+    return header[18] if len(header) == 19 else None
+
+
 def _unwritable(folder: Path) -> str | None:
     """Why no file can be made in ``folder`` (None: one can): a probe file is made and removed again, since
     permission bits do not tell for root, immutable directories or read-only mounts."""
@@ -360,6 +371,11 @@ class RunStore:
                 self._db.execute("SELECT count(*) FROM records").fetchone()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:  # e.g. a 0555 directory
+                # SQLite only reads a file whose header names another format: the file is at fault
+                if (version := _write_version(self.path)) not in (None, 1, 2):
+                    raise PersonagraphError(
+                        f"{self.path}: the run store is corrupted (its header's file format write version is "
+                        f"{version}, not 1 or 2); it was left untouched — use another --run-dir") from None
                 raise _cannot_write(self.run_dir, str(exc)) from None
             if not readonly and (why := _unwritable(self.run_dir)) is not None:  # an immutable directory
                 raise _cannot_write(self.run_dir, why) from None

@@ -97,6 +97,23 @@ def test_a_damaged_index_is_found_before_anything_is_written(run_dir: Path) -> N
     assert path.read_bytes() == damaged
 
 
+def test_an_unknown_file_format_in_the_header_is_a_damaged_store(run_dir: Path) -> None:
+    """SQLite opens a file whose header's write version is above 2 read-only; the folder is fine, so the
+    error names the file and its header, and leaves it as it was."""
+    store = RunStore(run_dir)
+    store.put("item", "a", {"n": 1})
+    store.close()
+    path = run_dir / "run.sqlite"
+    data = bytearray(path.read_bytes())
+    data[18] = 3
+    path.write_bytes(bytes(data))
+    expected = (r"run.sqlite: the run store is corrupted \(its header's file format write version is 3, "
+                r"not 1 or 2\)")
+    with pytest.raises(PersonagraphError, match=expected + "; it was left untouched"):
+        RunStore(run_dir)
+    assert path.read_bytes() == bytes(data)
+
+
 def test_foreign_sqlite_file_is_not_adopted(run_dir: Path) -> None:
     import sqlite3
 

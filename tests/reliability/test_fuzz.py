@@ -187,6 +187,7 @@ def _corrupt(data: bytes, how: str, offset: int, noise: bytes) -> bytes:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(how="overwrite", offset=3279, noise=b"\x00\x00\x80")  # invalid UTF-8 inside a stored text
 @example(how="overwrite", offset=32101, noise=b"\x00\x00\x00")  # an index entry no longer its row's
+@example(how="overwrite", offset=18, noise=b"\x03")  # a header's write version SQLite opens read-only
 @given(how=st.sampled_from(["truncate", "overwrite", "header", "zero page", "append"]),
        offset=st.integers(min_value=0, max_value=1 << 20), noise=st.binary(min_size=1, max_size=64))
 def test_corrupted_store_is_refused_untouched_or_used_safely(finished_store: Path, how: str, offset: int,
