@@ -45,9 +45,6 @@ them, a missing or empty ``run.sqlite`` is a lost store, never a new run."""
 COMMIT_INTERVAL_S = 0.5
 """Write-behind: a batch commits at most this long after its first row (at once on a flush, a read, a
 checkpoint write or close): one commit for every row of the interval, where each row used to cost one."""
-INTEGRITY_CHECK = "integrity_check(1)"
-"""How a store is checked before anything writes to it. ``quick_check`` does not compare an index with its
-table: a damaged index passes it, and the run's first insert then fails with the file already written to."""
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -141,6 +138,29 @@ def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
     """The one line for a run directory this process may read but not write (permissions, read-only media)."""
     return PersonagraphError(f"--run-dir {run_dir}: cannot write there ({why}); view and report read a "
                              "finished run as it is — use another --run-dir to run")
+
+
+def _integrity_problem(db: sqlite3.Connection) -> str | None:
+    """SQLite's first integrity problem in ``db`` (one line, shortened), None when it has none; checked before
+    anything writes to a store. ``integrity_check``, not ``quick_check``: the latter does not compare an index
+    with its table, so a damaged index passed it and the run's first insert failed, the file already written
+    to. Its message may quote damaged bytes, so it is read as bytes and decoded leniently."""
+    factory, db.text_factory = db.text_factory, bytes
+    try:
+        row = db.execute("PRAGMA integrity_check(1)").fetchone()
+    finally:
+        db.text_factory = factory
+    answer = row[0] if row else b"no answer"
+    text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer)
+    return None if text == "ok" else " ".join(text.split())[:120]
+
+
+def _sqlite_error(exc: Exception) -> str:
+    """An SQLite error as one line. A damaged schema's error quotes its bytes, and Python raises a
+    ``UnicodeDecodeError`` for a message that is not UTF-8: the message is decoded leniently instead."""
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        return " ".join(exc.object.decode("utf-8", "replace").split())[:120]
+    return " ".join(str(exc).split())[:120]
 
 
 def _write_version(path: Path) -> int | None:
@@ -380,7 +400,7 @@ class RunStore:
             if not readonly and (why := _unwritable(self.run_dir)) is not None:  # an immutable directory
                 raise _cannot_write(self.run_dir, why) from None
             raise PersonagraphError(
-                f"{self.path}: the run store is unreadable ({exc}); it was left untouched — "
+                f"{self.path}: the run store is unreadable ({_sqlite_error(exc)}); it was left untouched — "
                 "use another --run-dir"
             ) from None
         self._identity = self._file_identity()
@@ -420,9 +440,7 @@ class RunStore:
         if not self.path.is_file() or self.path.stat().st_size == 0:
             return
         untouched = "it was left untouched — use another --run-dir"
-        result = self._db.execute(f"PRAGMA {INTEGRITY_CHECK}").fetchone()
-        if result is None or result[0] != "ok":
-            problem = " ".join(str(result[0] if result else "no answer").split())[:120]
+        if (problem := _integrity_problem(self._db)) is not None:
             raise PersonagraphError(f"{self.path}: the run store is corrupted ({problem}); {untouched}")
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         checks = [("meta", "SELECT 'meta', key, value FROM meta"),
@@ -781,17 +799,16 @@ async def sqlite_checkpointer(
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
-                result = db.execute(f"PRAGMA {INTEGRITY_CHECK}").fetchone()
+                problem = _integrity_problem(db)
             finally:
                 db.close()
-            problem = None if result and result[0] == "ok" else str(result[0] if result else "no answer")
-        except sqlite3.DatabaseError as exc:
-            problem = str(exc)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            problem = _sqlite_error(exc)
         if problem is not None and (why := _unwritable(Path(run_dir))) is not None:
             raise _cannot_write(Path(run_dir), why)  # not the file's fault: SQLite could make no -shm beside it
         if problem is not None:
             raise PersonagraphError(
-                f"{path}: the checkpoint store is unreadable ({problem[:120]}); delete it and run again — "
+                f"{path}: the checkpoint store is unreadable ({problem}); delete it and run again — "
                 f"finished items stay in {STORE_FILE} and unfinished ones restart from their cached calls"
             )
     with closing(sqlite3.connect(path, check_same_thread=False)) as db:

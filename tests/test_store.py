@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from personagraph.errors import PersonagraphError
-from personagraph.store import CallRow, RunLock, RunStore
+from personagraph.store import CallRow, RunLock, RunStore, sqlite_checkpointer
 
 
 def test_records_and_calls_survive_reopening(run_dir: Path) -> None:
@@ -111,6 +112,25 @@ def test_an_unknown_file_format_in_the_header_is_a_damaged_store(run_dir: Path) 
                 r"not 1 or 2\)")
     with pytest.raises(PersonagraphError, match=expected + "; it was left untouched"):
         RunStore(run_dir)
+    assert path.read_bytes() == bytes(data)
+
+
+async def test_a_checkpoint_store_whose_damaged_schema_is_not_utf8_is_one_line(run_dir: Path) -> None:
+    """SQLite's error for a damaged schema quotes its bytes, and Python raises a UnicodeDecodeError for a
+    message that is not UTF-8: it is the checkpoint store's one-line error all the same, the file kept."""
+    store = RunStore(run_dir)
+    async with sqlite_checkpointer(run_dir, store) as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        await saver.aput(config, empty_checkpoint(), {}, {})
+    store.close()
+    path = run_dir / "checkpoints.sqlite"
+    data = bytearray(path.read_bytes())
+    data[data.index(b"NULL", 0, 4096)] = 0x80  # a column's NOT NULL in the schema, on the first page
+    path.write_bytes(bytes(data))
+    with pytest.raises(PersonagraphError, match=r"checkpoints.sqlite: the checkpoint store is unreadable "
+                                                r"\(malformed database schema"):
+        async with sqlite_checkpointer(run_dir):
+            pass
     assert path.read_bytes() == bytes(data)
 
 

@@ -203,3 +203,26 @@ def test_corrupted_store_is_refused_untouched_or_used_safely(finished_store: Pat
             assert (run_dir / "run.sqlite").read_bytes() == damaged  # refused and never overwritten
         else:
             assert code == 0, output  # the damage missed everything SQLite and the run read
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(how="overwrite", offset=3318, noise=b"\x80")  # a schema SQLite's error quotes, not UTF-8
+@given(how=st.sampled_from(["truncate", "overwrite", "header", "zero page", "append"]),
+       offset=st.integers(min_value=0, max_value=1 << 20), noise=st.binary(min_size=1, max_size=64))
+def test_corrupted_checkpoints_are_refused_untouched_or_used_safely(finished_store: Path, how: str,
+                                                                    offset: int, noise: bytes) -> None:
+    """The same for the run's LangGraph checkpoints, resumed with a persona the run has not seen."""
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = Path(folder) / "run"
+        run_dir.mkdir()
+        for name in ("run.sqlite", "checkpoints.sqlite"):
+            (run_dir / name).write_bytes((finished_store.parent / name).read_bytes())
+        path = run_dir / "checkpoints.sqlite"
+        damaged = _corrupt(path.read_bytes(), how, offset, noise)
+        path.write_bytes(damaged)
+        code, output = invoke(["eval", "--persona", "A nurse", *MODELS, "--run-dir", str(run_dir)])
+        if code == 2:
+            assert_one_line_error(code, output, "checkpoints.sqlite")
+            assert path.read_bytes() == damaged
+        else:
+            assert code == 0, output
