@@ -142,9 +142,9 @@ def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
 
 def _integrity_problem(db: sqlite3.Connection) -> str | None:
     """SQLite's first integrity problem in ``db`` (one line, shortened), None when it has none; checked before
-    anything writes to a store. ``integrity_check``, not ``quick_check``: the latter does not compare an index
-    with its table, so a damaged index passed it and the run's first insert failed, the file already written
-    to. Its message may quote damaged bytes, so it is read as bytes and decoded leniently."""
+    anything writes to a store. ``integrity_check``, not ``quick_check``: only it compares each index with its
+    table, and a damaged index that passes the quick check fails the run's first insert, after the file was
+    written to. Its message may quote damaged bytes, so it is read as bytes and decoded leniently."""
     factory, db.text_factory = db.text_factory, bytes
     try:
         row = db.execute("PRAGMA integrity_check(1)").fetchone()
