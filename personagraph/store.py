@@ -140,11 +140,19 @@ def _cannot_write(run_dir: Path, why: str) -> PersonagraphError:
                              "finished run as it is — use another --run-dir to run")
 
 
-def _integrity_problem(db: sqlite3.Connection) -> str | None:
-    """SQLite's first integrity problem in ``db`` (one line, shortened), None when it has none; checked before
-    anything writes to a store. ``integrity_check``, not ``quick_check``: only it compares each index with its
-    table, and a damaged index that passes the quick check fails the run's first insert, after the file was
-    written to. Its message may quote damaged bytes, so it is read as bytes and decoded leniently."""
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:120]
+
+
+def _damage(db: sqlite3.Connection, path: Path) -> str | None:
+    """What makes an existing store unfit to write to (one line), None when nothing does; checked before
+    anything writes to it. A header whose file format write version is above 2: SQLite opens such a file
+    read-only, and the first write fails. Then SQLite's first integrity problem: ``integrity_check``, not
+    ``quick_check``, since only it compares each index with its table, and a damaged index that passes the
+    quick check fails the run's first insert, after the file was written to. Its message may quote damaged
+    bytes, so it is read as bytes and decoded leniently."""
+    if (version := _write_version(path)) is not None and version > 2:
+        return f"its header's file format write version is {version}, not 1 or 2"
     factory, db.text_factory = db.text_factory, bytes
     try:
         row = db.execute("PRAGMA integrity_check(1)").fetchone()
@@ -152,20 +160,20 @@ def _integrity_problem(db: sqlite3.Connection) -> str | None:
         db.text_factory = factory
     answer = row[0] if row else b"no answer"
     text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer)
-    return None if text == "ok" else " ".join(text.split())[:120]
+    return None if text == "ok" else _one_line(text)
 
 
 def _sqlite_error(exc: Exception) -> str:
     """An SQLite error as one line. A damaged schema's error quotes its bytes, and Python raises a
     ``UnicodeDecodeError`` for a message that is not UTF-8: the message is decoded leniently instead."""
     if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
-        return " ".join(exc.object.decode("utf-8", "replace").split())[:120]
-    return " ".join(str(exc).split())[:120]
+        return _one_line(exc.object.decode("utf-8", "replace"))
+    return _one_line(str(exc))
 
 
 def _write_version(path: Path) -> int | None:
-    """The SQLite header's file format write version (byte 18: 1 legacy, 2 WAL; SQLite opens a file with a
-    higher one read-only), None when the file has no header to read."""
+    """The SQLite header's file format write version (byte 18: 1 legacy, 2 WAL), None when the file has no
+    header to read."""
     try:
         with path.open("rb") as file:
             header = file.read(19)
@@ -391,11 +399,6 @@ class RunStore:
                 self._db.execute("SELECT count(*) FROM records").fetchone()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:  # e.g. a 0555 directory
-                # SQLite only reads a file whose header names another format: the file is at fault
-                if (version := _write_version(self.path)) not in (None, 1, 2):
-                    raise PersonagraphError(
-                        f"{self.path}: the run store is corrupted (its header's file format write version is "
-                        f"{version}, not 1 or 2); it was left untouched — use another --run-dir") from None
                 raise _cannot_write(self.run_dir, str(exc)) from None
             if not readonly and (why := _unwritable(self.run_dir)) is not None:  # an immutable directory
                 raise _cannot_write(self.run_dir, why) from None
@@ -440,7 +443,7 @@ class RunStore:
         if not self.path.is_file() or self.path.stat().st_size == 0:
             return
         untouched = "it was left untouched — use another --run-dir"
-        if (problem := _integrity_problem(self._db)) is not None:
+        if (problem := _damage(self._db, self.path)) is not None:
             raise PersonagraphError(f"{self.path}: the run store is corrupted ({problem}); {untouched}")
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         checks = [("meta", "SELECT 'meta', key, value FROM meta"),
@@ -799,7 +802,7 @@ async def sqlite_checkpointer(
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
-                problem = _integrity_problem(db)
+                problem = _damage(db, path)
             finally:
                 db.close()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:

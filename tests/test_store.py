@@ -134,6 +134,26 @@ async def test_a_checkpoint_store_whose_damaged_schema_is_not_utf8_is_one_line(r
     assert path.read_bytes() == bytes(data)
 
 
+async def test_a_checkpoint_store_of_an_unknown_file_format_is_refused(run_dir: Path) -> None:
+    """The checkpoints are checked as the run store is: SQLite would open this file read-only and fail the
+    run's first checkpoint write, after the run had started."""
+    store = RunStore(run_dir)
+    async with sqlite_checkpointer(run_dir, store) as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        await saver.aput(config, empty_checkpoint(), {}, {})
+    store.close()
+    path = run_dir / "checkpoints.sqlite"
+    data = bytearray(path.read_bytes())
+    data[18] = 3
+    path.write_bytes(bytes(data))
+    expected = (r"checkpoints.sqlite: the checkpoint store is unreadable \(its header's file format write "
+                r"version is 3, not 1 or 2\)")
+    with pytest.raises(PersonagraphError, match=expected):
+        async with sqlite_checkpointer(run_dir):
+            pass
+    assert path.read_bytes() == bytes(data)
+
+
 def test_foreign_sqlite_file_is_not_adopted(run_dir: Path) -> None:
     import sqlite3
 
