@@ -50,20 +50,26 @@ DEV = ROOT.parent / "shared" / "benchmarks" / "judge-dev"
 PERSONAGRAPH = Path(sys.executable).with_name("personagraph")
 
 
-def _tree(root: int) -> list[int]:
-    """``root`` and every process descended from it."""
+def _tree(root: int) -> dict[int, list[str]]:
+    """``root`` and every process descended from it, each with the fields of its ``/proc/<pid>/stat`` after
+    the command name (its parent, its CPU times, …)."""
+    stats: dict[int, list[str]] = {}
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parent = int(fields[1])
             except (OSError, IndexError, ValueError):
                 continue
+            stats[int(entry.name)] = fields
             children.setdefault(parent, []).append(int(entry.name))
-    out, todo = [], [root]
+    out: dict[int, list[str]] = {}
+    todo = [root]
     while todo:
         pid = todo.pop()
-        out.append(pid)
+        if pid in stats:
+            out[pid] = stats[pid]
         todo.extend(children.get(pid, ()))
     return out
 
@@ -114,13 +120,9 @@ def _label(pid: int) -> str:
     return name
 
 
-def _cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds ``pid`` has used so far (``/proc/<pid>/stat``); None when it is gone."""
-    try:
-        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_s(stat: list[str]) -> float:
+    """User + system CPU seconds a process has used so far, from its ``stat`` fields (:func:`_tree`)."""
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Measured:
@@ -140,11 +142,10 @@ def measure(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
         biggest = (0, "")
         with_pss = sample % PSS_EVERY == 0
         sample += 1
-        for pid in _tree(process.pid):
+        for pid, stat in _tree(process.pid).items():
             r = _proc_kb(pid, "status", "VmRSS")
-            if (used := _cpu_s(pid)) is not None:  # labelled again each time: the engine's launcher is a
-                # Python process until it execs its llama-server under the same pid
-                cpu[pid] = (_label(pid) or (cpu[pid][0] if pid in cpu else "?"), used)
+            # labelled again each time: the engine's launcher is Python until it execs llama-server, same pid
+            cpu[pid] = (_label(pid) or (cpu[pid][0] if pid in cpu else "?"), _cpu_s(stat))
             rss, pss = rss + r, pss + (_proc_kb(pid, "smaps_rollup", "Pss") if with_pss else 0)
             if r > biggest[0]:
                 try:
