@@ -3,6 +3,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -115,9 +116,21 @@ def test_an_unknown_file_format_in_the_header_is_a_damaged_store(run_dir: Path) 
     assert path.read_bytes() == bytes(data)
 
 
-async def test_a_checkpoint_store_whose_damaged_schema_is_not_utf8_is_one_line(run_dir: Path) -> None:
-    """SQLite's error for a damaged schema quotes its bytes, and Python raises a UnicodeDecodeError for a
-    message that is not UTF-8: it is the checkpoint store's one-line error all the same, the file kept."""
+def _in_the_schema(data: bytes) -> int:
+    return data.index(b"NULL", 0, 4096)  # a column's NOT NULL in the schema, on the first page
+
+
+@pytest.mark.parametrize(("at", "byte", "problem"), [
+    (_in_the_schema, 0x80, r"malformed database schema"),
+    (lambda data: 18, 3, r"its header's file format write version is 3, not 1 or 2\)"),
+])
+async def test_a_damaged_checkpoint_store_is_one_line_and_left_as_it_was(
+    run_dir: Path, at: Callable[[bytes], int], byte: int, problem: str,
+) -> None:
+    """The checkpoints are checked as the run store is, before anything writes to them. SQLite's error for a
+    damaged schema quotes its bytes, and Python raises a UnicodeDecodeError for a message that is not UTF-8;
+    a header's write version above 2 makes SQLite open the file read-only, and the run's first checkpoint
+    write would fail after the run had started. Each is the checkpoint store's one-line error."""
     store = RunStore(run_dir)
     async with sqlite_checkpointer(run_dir, store) as saver:
         config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -125,30 +138,10 @@ async def test_a_checkpoint_store_whose_damaged_schema_is_not_utf8_is_one_line(r
     store.close()
     path = run_dir / "checkpoints.sqlite"
     data = bytearray(path.read_bytes())
-    data[data.index(b"NULL", 0, 4096)] = 0x80  # a column's NOT NULL in the schema, on the first page
+    data[at(bytes(data))] = byte
     path.write_bytes(bytes(data))
-    with pytest.raises(PersonagraphError, match=r"checkpoints.sqlite: the checkpoint store is unreadable "
-                                                r"\(malformed database schema"):
-        async with sqlite_checkpointer(run_dir):
-            pass
-    assert path.read_bytes() == bytes(data)
-
-
-async def test_a_checkpoint_store_of_an_unknown_file_format_is_refused(run_dir: Path) -> None:
-    """The checkpoints are checked as the run store is: SQLite would open this file read-only and fail the
-    run's first checkpoint write, after the run had started."""
-    store = RunStore(run_dir)
-    async with sqlite_checkpointer(run_dir, store) as saver:
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        await saver.aput(config, empty_checkpoint(), {}, {})
-    store.close()
-    path = run_dir / "checkpoints.sqlite"
-    data = bytearray(path.read_bytes())
-    data[18] = 3
-    path.write_bytes(bytes(data))
-    expected = (r"checkpoints.sqlite: the checkpoint store is unreadable \(its header's file format write "
-                r"version is 3, not 1 or 2\)")
-    with pytest.raises(PersonagraphError, match=expected):
+    with pytest.raises(PersonagraphError, match=r"checkpoints.sqlite: the checkpoint store is unreadable \("
+                                                + problem):
         async with sqlite_checkpointer(run_dir):
             pass
     assert path.read_bytes() == bytes(data)
