@@ -46,7 +46,7 @@ def compare_command(
                   f"{comparison.shared} shared questions ({comparison.only_a} only in A, "
                   f"{comparison.only_b} only in B)")]
         lines += [f"note: {note}" for note in comparison.notes]
-        lines.append(f"item score = mean of the judges' parsed verdicts ({', '.join(comparison.judges)}) · 95% CI: "
+        lines.append(f"{comparison.scoring()} · 95% CI: "
                      "paired bootstrap of the mean difference · W/L/T: questions where B scored higher/lower/equal · "
                      "p: Wilcoxon signed-rank, Holm-adjusted over tasks · 'B better' needs p Holm < 0.05 and a CI "
                      "above 0")

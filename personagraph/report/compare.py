@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from personagraph.errors import PersonagraphError
 from personagraph.judges.stats import bootstrap_ci
 from personagraph.provenance import differences
-from personagraph.report.evaldata import items, judges_of
+from personagraph.report.evaldata import items, judges_of, score_field
 from personagraph.report.load import Run, load_run
 from personagraph.report.tables import Column, Table
 from personagraph.schemas import MAX_SEED, TASK_NAMES
@@ -81,6 +81,12 @@ class Comparison(BaseModel):
     notes: list[str]
     provenance: list[str] = []  # what the runs' numbers depend on that differs (personagraph.provenance)
     seed: int = 0
+    score_kind: str = "integer"  # the item scores' kind, as each run's summary scores them ("expected": weighted)
+
+    def scoring(self) -> str:
+        """How an item is scored, in a few words for the table's note."""
+        kind = {"expected": "probability-weighted", "integer": "whole-number"}.get(self.score_kind, "mixed-kind")
+        return f"item score = mean of the shared judges' {kind} verdicts ({', '.join(self.judges) or '—'})"
 
     def table(self) -> Table:
         """The per-task differences as an exportable table."""
@@ -93,8 +99,8 @@ class Comparison(BaseModel):
              Column("wins_a", "A higher", "int"), Column("ties", "ties", "int"),
              Column("p_value", "Wilcoxon p", "p"), Column("p_holm", "p (Holm)", "p"), Column("verdict", "verdict")],
             rows,
-            note=("Paired on questions both runs answered; item score = mean of the shared judges' parsed verdicts "
-                  f"({', '.join(self.judges) or '—'}). CI: paired bootstrap of the mean difference. Verdict "
+            note=(f"Paired on questions both runs answered; {self.scoring()}. CI: paired bootstrap of the mean "
+                  "difference. Verdict "
                   "'B better'/'A better' needs Holm p < 0.05 and a CI excluding 0."),
         )
 
@@ -153,18 +159,20 @@ def holm(p_values: list[float | None]) -> list[float | None]:
 
 
 def _question_scores(run: Run, model: str, judges: list[str]) -> dict[tuple[str, str], float]:
-    """(task, question id) → item score of ``model`` from ``judges``' parsed verdicts.
+    """(task, question id) → item score of ``model`` from ``judges``' parsed verdicts, in the run's score kind
+    (probability-weighted when its summary is), as its summary scores the item.
 
     A question's id hashes its persona, task, position and text, so the same question has the same id in
     every run; two runs share exactly the questions both asked. A question answered several times
     (``eval --samples K``) scores the mean of its samples' item scores.
     """
     found: dict[tuple[str, str], list[float]] = {}
+    field = score_field(run)
     for item in items(run):
         if item["model"] != model or item["status"] != "ok":
             continue
-        scores = [v["score"] for v in item["verdicts"]
-                  if v.get("judge") in judges and v.get("status") == "ok" and v.get("score") is not None]
+        scores = [v[field] for v in item["verdicts"]
+                  if v.get("judge") in judges and v.get("status") == "ok" and v.get(field) is not None]
         if scores:
             found.setdefault((str(item["task"]), str(item["question_id"])), []).append(float(np.mean(scores)))
     return {key: float(np.mean(scores)) for key, scores in found.items()}
@@ -244,6 +252,10 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
             notes.append(f"scored with the shared judges only: {', '.join(judges)}")
         scores_a = _question_scores(a, model_a, judges)
         scores_b = _question_scores(b, model_b, judges)
+    kinds = [a.summary.get("score_kind", "integer"), b.summary.get("score_kind", "integer")]
+    if kinds[0] != kinds[1]:
+        notes.append(f"A is scored with {kinds[0]} verdict scores, B with {kinds[1]}: differences mix the two "
+                     "(`eval --score-kind` sets it)")
     shared = [key for key in scores_a if key in scores_b]
     if not shared:
         raise PersonagraphError(
@@ -262,6 +274,7 @@ def compare_runs(run_a: str | Run, run_b: str | Run, *, model_a: str | None = No
         run_a=a.name, run_b=b.name, model_a=model_a, model_b=model_b, judges=judges, shared=len(shared),
         only_a=len(scores_a) - len(shared), only_b=len(scores_b) - len(shared), tasks=tasks, overall=overall,
         notes=notes, provenance=[] if same else differences(a.meta, b.meta), seed=seed,
+        score_kind=kinds[0] if kinds[0] == kinds[1] else "mixed",
     )
 
 

@@ -180,6 +180,13 @@ def headline(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
+def score_field(run: Run) -> str:
+    """The verdict field a run's item scores read: ``expected_score`` (probability-weighted) when its summary
+    scored with the ``expected`` kind, else ``score`` (whole numbers) — so every view shows the summary's
+    numbers."""
+    return "expected_score" if run.summary.get("score_kind", "integer") == "expected" else "score"
+
+
 def judges_of(run: Run) -> list[str]:
     return _in_config(run)[2]
 

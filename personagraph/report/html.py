@@ -303,19 +303,27 @@ def _item_html(item: dict[str, Any], samples: int) -> str:
 
 
 def _lowest(run: Run, page: Page, limit: int) -> str:
+    """Each model's ``limit`` lowest-scored items (a model's own worst answers, whatever the other models
+    scored), then the answers without a score."""
     rows = items(run)
-    scored = sorted((i for i in rows if i["score"] is not None), key=lambda i: (i["score"], i["model"], i["task"]))
+    models = list(dict.fromkeys([*run.summary.get("models", {}), *(i["model"] for i in rows)]))
     unscored = [i for i in rows if i["score"] is None]
-    if not scored and not unscored:
+    if not rows:
         return ""
     samples = run.config.get("samples", 1) if isinstance(run.config.get("samples"), int) else 1
-    body = "".join(_item_html(i, samples) for i in scored[:limit])
+    parts = []
+    for model in models:
+        scored = sorted((i for i in rows if i["model"] == model and i["score"] is not None),
+                        key=lambda i: (i["score"], i["task"]))
+        if scored:
+            note = f"The {min(limit, len(scored))} lowest item scores of {len(scored)}, with every judge's rationale."
+            parts.append(f'<h4>{esc(model)}</h4><p class="note">{esc(note)}</p>'
+                         + "".join(_item_html(i, samples) for i in scored[:limit]))
     if unscored:
-        body += (f"<details><summary>{len(unscored)} answer(s) without a score (every verdict failed, or a "
-                 "non-answer left out)</summary>" + "".join(_item_html(i, samples) for i in unscored[:limit])
-                 + "</details>")
-    note = f"The {min(limit, len(scored))} lowest item scores of {len(scored)}, with every judge's rationale."
-    return f'<h3>Lowest-scored items</h3><p class="note">{esc(note)}</p>{body}'
+        parts.append(f"<details><summary>{len(unscored)} answer(s) without a score (every verdict failed, or a "
+                     "non-answer left out)</summary>" + "".join(_item_html(i, samples) for i in unscored[:limit])
+                     + "</details>")
+    return "<h3>Lowest-scored items</h3>" + "".join(parts)
 
 
 def _usage(run: Run, page: Page) -> str:

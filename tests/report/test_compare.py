@@ -39,25 +39,31 @@ def good_vs_meh(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_clearly_better_model(good_vs_meh: Path) -> None:
+    """Each task's difference is that of the task means in summary.json (the run's probability-weighted
+    scores: the judge's 5 and 1 weighted by its log-probabilities, not the whole numbers)."""
     result = compare_runs(good_vs_meh, good_vs_meh, model_a="test:meh", model_b="test:good")
     store = RunStore(good_vs_meh, readonly=True)
     questions = store.records("question")
     store.close()
+    summary = json.loads((good_vs_meh / "summary.json").read_text())
+    assert summary["score_kind"] == "expected" and result.score_kind == "expected"
     assert result.shared == len(questions) >= 15 and result.only_a == result.only_b == 0
     assert len(result.tasks) == 5
     p_values = []
     for task in result.tasks:
+        means = [summary["models"][m]["tasks"][task.task]["mean"] for m in ("test:meh", "test:good")]
         assert task.n == sum(q["task"] == task.task for q in questions)
-        assert task.diff == pytest.approx(4.0) and task.wins_b == task.n
+        assert (task.mean_a, task.mean_b) == (pytest.approx(means[0]), pytest.approx(means[1]))
+        assert task.diff == pytest.approx(means[1] - means[0]) and 3 < task.diff < 4 and task.wins_b == task.n
         if task.n >= 2:
-            assert (task.ci_low, task.ci_high) == (pytest.approx(4.0), pytest.approx(4.0))
+            assert (task.ci_low, task.ci_high) == (pytest.approx(task.diff), pytest.approx(task.diff))
         assert task.p_value == pytest.approx(min(1.0, 2 / 2**task.n))  # exact: every difference positive
         p_values.append(task.p_value)
     assert [t.p_holm for t in result.tasks] == holm(p_values)
     assert result.overall.task == ALL and result.overall.n == result.shared
     assert result.overall.p_value < 1e-6 and verdict(result.overall) == "B better"
     swapped = compare_runs(good_vs_meh, good_vs_meh, model_a="test:good", model_b="test:meh")
-    assert swapped.overall.diff == pytest.approx(-4.0) and verdict(swapped.overall) == "A better"
+    assert swapped.overall.diff == pytest.approx(-result.overall.diff) and verdict(swapped.overall) == "A better"
 
 
 def test_two_runs_on_the_same_questions(eval_run: Path, eval_run_b: Path) -> None:
@@ -113,4 +119,37 @@ def test_comparison_exports(good_vs_meh: Path) -> None:
     assert csv_text.splitlines()[0].startswith("task,shared questions,A,B,B − A")
     assert len(csv_text.splitlines()) == 1 + 5 + 1
     markdown = export([result.table()], "markdown")
-    assert f"| all tasks | {result.shared} | 1.00 | 5.00 | 4.00 |" in markdown
+    overall = result.overall
+    assert (f"| all tasks | {result.shared} | {overall.mean_a:.2f} | {overall.mean_b:.2f} | {overall.diff:.2f} |"
+            in markdown)
+    assert "probability-weighted verdicts (test:fair)" in markdown
+
+
+def test_one_score_kind_in_summary_view_report_and_compare(good_vs_meh: Path) -> None:
+    """With judges that return log-probabilities, summary.json, `view`, the HTML report and `compare` show
+    the same probability-weighted numbers: compare's A and B over every question are the models' mean item
+    scores, the PersonaScores' own inputs."""
+    from typer.testing import CliRunner
+
+    from personagraph.cli import app
+    from personagraph.report import build_report, load_run
+    from personagraph.report.evaldata import items
+
+    summary = json.loads((good_vs_meh / "summary.json").read_text())
+    assert summary["score_kind"] == "expected"
+    shown = CliRunner().invoke(app, ["view", str(good_vs_meh)], env={"COLUMNS": "120"})
+    compared = CliRunner().invoke(app, ["compare", str(good_vs_meh), str(good_vs_meh), "--model-a", "test:meh",
+                                        "--model-b", "test:good"], env={"COLUMNS": "120"})
+    assert shown.exit_code == compared.exit_code == 0, shown.output + compared.output
+    page = build_report([load_run(good_vs_meh)])
+    result = compare_runs(good_vs_meh, good_vs_meh, model_a="test:meh", model_b="test:good")
+    for model, mean in (("test:meh", result.overall.mean_a), ("test:good", result.overall.mean_b)):
+        scored = [i["score"] for i in items(load_run(good_vs_meh)) if i["model"] == model]
+        assert mean == pytest.approx(float(np.mean(scored)))
+        persona_score = summary["models"][model]["persona_score"]
+        assert f"{persona_score:.2f}" in shown.stdout and f"{persona_score:.2f}" in page
+        for task in result.tasks:
+            task_mean = summary["models"][model]["tasks"][task.task]["mean"]
+            assert f"{task_mean:.2f}" in shown.stdout and f"{task_mean:.2f}" in page
+            assert f"{task_mean:.2f}" in compared.stdout
+    assert "probability-weighted" in compared.stdout

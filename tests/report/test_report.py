@@ -96,6 +96,21 @@ def test_lowest_items_show_question_answer_and_every_rationale(eval_run: Path) -
     assert block.count('<div class="item">') >= 3
 
 
+def test_lowest_items_list_each_models_own(eval_run: Path) -> None:
+    """Each model gets its own lowest items, not only the model whose items score lowest overall."""
+    run = load_run(eval_run)
+    from personagraph.report.evaldata import items
+
+    block = build_report([run], lowest=2).split("Lowest-scored items", 1)[1].split("<h3>", 1)[0]
+    for model in ("test:a", "test:xss"):
+        own = block.split(f"<h4>{html.escape(model)}</h4>", 1)[1].split("<h4>", 1)[0]
+        cards = own.count('<div class="item">')
+        assert cards == 2 and own.count(f'<span class="pill">{html.escape(model)}</span>') == cards, model
+        worst = min((i for i in items(run) if i["model"] == model and i["score"] is not None),
+                    key=lambda i: i["score"])
+        assert f'<span class="score">{worst["score"]:.2f}</span>' in own, model
+
+
 def test_two_runs_side_by_side(eval_run: Path, eval_run_b: Path) -> None:
     runs = load_runs([eval_run, eval_run_b])
     assert runs[0].name != runs[1].name  # both directories are called "run"
