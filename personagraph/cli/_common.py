@@ -8,9 +8,7 @@ import inspect
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -38,7 +36,14 @@ from personagraph.models import ModelSettings
 from personagraph.models.retry import set_wait_notice
 from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.redact import redact_text
-from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, Summary, settle_collector
+from personagraph.runs.base import (
+    CancellingExecutor,
+    ConfigError,
+    ProgressEvent,
+    ProgressHandler,
+    Summary,
+    settle_collector,
+)
 
 T = TypeVar("T")
 console = Console(highlight=False)
@@ -96,7 +101,7 @@ class _Terminated:
 
         async def main() -> T:
             self.task, self.loop = asyncio.current_task(), asyncio.get_running_loop()
-            self.loop.set_default_executor(_CancellingExecutor())
+            self.loop.set_default_executor(CancellingExecutor())
             settle_collector()  # a command's process exists to run it
             return await coroutine
 
@@ -119,25 +124,6 @@ class _Terminated:
             yield self
         finally:
             signal.signal(signal.SIGTERM, previous)
-
-
-class _CancellingExecutor(ThreadPoolExecutor):
-    """An event loop's default executor (``asyncio.to_thread``) that, when the loop shuts it down at the end
-    of ``asyncio.run``, drops the work not started yet and waits at most :data:`EXIT_WAIT_S` for the work in
-    progress: after a cancelled run, a queue of likelihood passes (seconds of CPU each), or a first import of
-    torch on a busy machine, would otherwise hold the process long after every result was saved. A thread
-    still busy then is left to :func:`~personagraph.cli.main`, which ends the process without it."""
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=False, cancel_futures=True)
-        if wait:
-            deadline = time.monotonic() + EXIT_WAIT_S
-            for thread in list(self._threads):
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-
-EXIT_WAIT_S = 2.0
-"""How long an interrupted command waits for work already running on its worker threads before it exits."""
 
 
 def busy_threads() -> list[threading.Thread]:
@@ -171,9 +157,10 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
         raise fail(f"{flag_for(exc.field)}: {exc.reason}") from None
     except PersonagraphError as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # a command may say what it kept (``KeyboardInterrupt(text)``)
         what = "terminated (SIGTERM)" if terminated.seen else "interrupted"
-        err_console.print(f"{what}: finished items are saved; run the same command again to resume", soft_wrap=True)
+        kept = str(exc) or "finished items are saved; run the same command again to resume"
+        err_console.print(f"{what}: {kept}", soft_wrap=True)
         raise typer.Exit(code=EXIT_SIGTERM if terminated.seen else EXIT_SIGINT) from None
     except (typer.Exit, typer.Abort):
         raise
@@ -193,7 +180,8 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
 
 # config fields whose flag is not the field's name in --kebab-case (repeatable flags are singular)
 _FLAGS = {"personas": "--persona", "models": "--model", "judges": "--judge", "agents": "--agent",
-          "variants": "--variant", "rubric_files": "--rubric", "from_run": "--from"}
+          "variants": "--variant", "rubric_files": "--rubric", "from_run": "--from",
+          "benchmarks": "--benchmark"}
 
 
 def default_of(config: type[BaseModel], field: str) -> object:
@@ -357,8 +345,8 @@ def _clock(seconds: float) -> str:
 
 
 def progress_display(*, label_width: int = 10, transient: bool = False) -> Progress:
-    """The progress display every long command shows: label, bar, done/total, elapsed time and ETA (off with
-    --quiet; plain lines where the output is not a terminal)."""
+    """The progress display every long command shows, on stderr: label, bar, done/total, elapsed time and ETA
+    (off with --quiet; plain lines where stderr is not a terminal)."""
     return _Progress(
         TextColumn(f"{{task.description:<{label_width}}}", markup=False),  # labels hold model names, ids
         BarColumn(bar_width=30),
@@ -366,7 +354,7 @@ def progress_display(*, label_width: int = 10, transient: bool = False) -> Progr
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(compact=True),
-        console=console,
+        console=err_console,  # progress is no result: `personagraph eval … > results.txt` keeps only results
         disable=state.quiet,
         transient=transient,
     )

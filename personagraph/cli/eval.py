@@ -19,6 +19,7 @@ from personagraph.cli._common import (
     TIMEOUT_OPTION,
     console,
     default_of,
+    err_console,
     model_settings,
     progress_bars,
     progress_display,
@@ -133,8 +134,8 @@ def eval_command(
                                      on_progress=progress_bars(progress), executor=executor,
                                      ray_address=ray_address)
         if summary.complete and not summary.llm_calls and not summary.cache_hits:  # no unit ran again
-            console.print(plain(f"{run_dir} was complete: every item was reused, nothing was asked again"),
-                          soft_wrap=True)
+            err_console.print(plain(f"{run_dir} was complete: every item was reused, nothing was asked again"),
+                              soft_wrap=True)
         shown = summary.model_dump()
         console.print(render_summary(shown))
         if (table := samples_table(shown)) is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from personagraph.cli._common import console, run
+from personagraph.cli._common import console, err_console, run
 from personagraph.errors import PersonagraphError
 from personagraph.files import check_output_file, write_output
 
@@ -30,7 +30,7 @@ def write_export(text: str, output: Path | None) -> None:
         typer.echo(text, nl=False)
         return
     write_output(output, text, f"-o {output}", keep_run_files=True)
-    console.print(f"wrote {output}", markup=False)
+    err_console.print(f"wrote {output}", markup=False)
 
 
 def view_command(

@@ -29,11 +29,13 @@ response cache answers every call that succeeded before, so a retry sends only t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import gc
 import json
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -236,23 +238,80 @@ def settle_collector() -> None:
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
+class CancellingExecutor(ThreadPoolExecutor):
+    """An event loop's default executor (``asyncio.to_thread``) that, when the loop shuts it down at the end
+    of ``asyncio.run``, drops the work not started yet and waits at most :data:`EXIT_WAIT_S` for the work in
+    progress: after a cancelled run, a queue of likelihood passes (seconds of CPU each), or a first import of
+    torch on a busy machine, would otherwise hold the caller long after every result was saved. A thread
+    still busy then finishes on its own; nothing waits for it."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+        if wait:
+            deadline = time.monotonic() + EXIT_WAIT_S
+            for thread in list(self._threads):
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+
+EXIT_WAIT_S = 2.0
+"""How long an interrupted run waits for work already running on its worker threads before it returns."""
+
+
+class _Main:
+    """A coroutine as the main task of the event loop that runs it, which another thread can cancel."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self.coroutine = coroutine
+        self.started = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+
+    async def __call__(self) -> Any:
+        self.loop, self.task = asyncio.get_running_loop(), asyncio.current_task()
+        self.loop.set_default_executor(CancellingExecutor())
+        self.started.set()
+        return await self.coroutine
+
+    def cancel(self) -> None:
+        """Cancels the main task from any thread, once it runs (a run cancelled before its loop started
+        would run on)."""
+        while not self.started.wait(0.05):
+            pass
+        if self.loop is not None and self.task is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between: the run ended
+                self.loop.call_soon_threadsafe(self.task.cancel)
+
+
 def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
     """Runs a coroutine to completion from sync code: on this thread, or on a worker thread with an event
     loop of its own when this thread already runs one (a notebook cell, an async test calling sync code),
-    where ``asyncio.run`` would refuse."""
+    where ``asyncio.run`` would refuse.
+
+    An interrupt stops it within moments either way (Ctrl-C; a notebook's Stop button, which interrupts the
+    waiting thread): the run's task is cancelled, so no further model call is sent, every ``finally`` runs
+    and the run store keeps each finished item (the same call resumes), and ``KeyboardInterrupt`` is
+    raised. A second interrupt while the run winds down raises at once."""
+    main = _Main(coroutine)
     try:
-        running = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
-        running = None  # not run from here: its failure would be shown chained to this probe's error
-    if running is None:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return asyncio.run(main())  # Ctrl-C cancels its main task: the same way out
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync")
+    try:
+        future = pool.submit(asyncio.run, main())
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            main.cancel()
+            concurrent.futures.wait([future])  # the run's finally blocks: finished items are committed
+            raise KeyboardInterrupt from None
+    finally:
+        pool.shutdown(wait=False)
 
 
 def synchronous(func: Callable[P, Coroutine[Any, Any, T]], name: str | None = None) -> Callable[P, T]:
     """The sync twin of an async function: same arguments, run to completion by :func:`run_to_completion`
-    (so it works in a notebook cell too)."""
+    (so it works in a notebook cell too, and an interrupt stops it)."""
 
     @functools.wraps(func)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:

@@ -62,3 +62,20 @@ def test_a_finished_run_run_again_says_it_was_complete(tmp_path) -> None:
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert "was complete: every item was reused" in again.output and "verdicts (5 reused)" in again.output
+
+
+def test_progress_and_notices_go_to_stderr_and_stdout_holds_the_results(tmp_path) -> None:
+    """`personagraph eval … > results.txt` captures the results only: the progress lines (and, run again,
+    the note that the run was complete) are on stderr."""
+    env = {**os.environ, "PERSONAGRAPH_PROGRESS_INTERVAL": "0.2", "COLUMNS": "100"}
+    command = [sys.executable, "-m", "personagraph.cli", "eval", "--quick", "--persona", COWBOY,
+               "--model", "test:slow-agent", "--judge", "test:slow-judge", "--generator", "test:slow-gen",
+               "--concurrency", "1", "--run-dir", str(tmp_path / "run")]
+    for _ in range(2):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "PersonaScore" in done.stdout and "PersonaScore" not in done.stderr
+        assert not [line for line in done.stdout.splitlines() if line.startswith("progress ") or "ETA" in line]
+        assert "verdicts" in done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("progress ")] or "━" in done.stderr
+    assert "was complete" in done.stderr and "was complete" not in done.stdout
