@@ -25,7 +25,9 @@ from personagraph.cli._common import (
     run,
 )
 from personagraph.errors import PersonagraphError
-from personagraph.judges.meta_eval import MetaEvalConfig, write_summary
+from personagraph.judges.benchmarks import BENCHMARKS, GROUPS
+from personagraph.judges.cards import all_cards, figure_text
+from personagraph.judges.meta_eval import EXPECTED_SUFFIX, MetaEvalConfig, write_summary
 from personagraph.judges.self_preference import self_preference
 from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.base import ProgressEvent, make_config
@@ -37,6 +39,15 @@ ITEMS_HELP = (
     "Human-rated responses: JSONL, or CSV with the same columns: id, persona?, context?, question?, "
     'response, criterion, human (a number or a list: [4,5,3] in JSON; 4;5;3 or "[4,5,3]" in CSV), '
     "scale? ([1,5]; 1;5 in CSV; default the rubric's)."
+)
+
+
+BENCHMARK_HELP = (
+    "Built-in human-rated benchmarks (repeatable or comma-separated): "
+    + ", ".join(f"{name} ({b.title})" for name, b in BENCHMARKS.items())
+    + "; " + ", ".join(f"{g}: all of {', '.join(m)}" for g, m in GROUPS.items())
+    + ". Files are downloaded into the cache on first use (verified by sha256), or read from --benchmark-dir; "
+    "a finished run saves each judge's validity card."
 )
 
 
@@ -62,13 +73,29 @@ def _versus(versus: dict[str, Any] | None) -> str:
     return text + ("\n[green]beats[/]" if versus["beats"] else "\n[yellow]does not beat[/]")
 
 
+def _separation(section: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    """Per scorer (judge, ``baseline: …``, ``reference``): the pairwise accuracy of pairs with its CI, or the
+    AUC of the replies people scored highest against the lowest; and the column's title."""
+    if "pairwise" in section:
+        return ({name: _est(row["pairwise_accuracy"]) for name, row in section["pairwise"].items()},
+                "pairwise acc.")
+    if "lowest_vs_highest" in section:
+        ends = section["lowest_vs_highest"]
+        return ({name: _num(auc) for name, auc in ends["auc"].items()},
+                f"AUC top vs bottom ({ends['n_highest']}/{ends['n_lowest']})")
+    return {}, None
+
+
 def render_agreement(summary: dict[str, Any]) -> Group:
     """A table per criterion (and overall): a row per judge and the ensemble, 95% bootstrap CIs below."""
     tables: list[Any] = []
     results = summary["results"]
-    names = list(summary["criteria"]) + (["overall"] if len(summary["criteria"]) > 1 else [])
+    names = list(summary["criteria"]) + (["overall"] if len(summary["criteria"]) > 1 and "overall" in results
+                                         else [])
+    subsets = (summary.get("benchmarks") or {}).get("subsets", {})
     for name in names:
         section = results[name]
+        about = subsets.get(name, {})
         human = section["human"]
         alpha = human["krippendorff_alpha"]
         notes = [f"{section['n_records']} records, human scale {section['scale'][0]}–{section['scale'][1]}"]
@@ -80,16 +107,22 @@ def render_agreement(summary: dict[str, Any]) -> Group:
             notes.append("[yellow]fewer than 10 records: intervals are rough[/]")
         if section.get("note"):
             notes.append(section["note"])
+        if about.get("description"):
+            notes.append(escape(about["description"]))
+        judged_on = summary["criteria"].get(name, {}).get("name") if about else None
         table = Table(
-            title=f"[bold]{name}[/] — agreement with human ratings",
+            title=f"[bold]{escape(name)}[/]" + (f" ({escape(judged_on)})" if judged_on and judged_on != name else "")
+            + " — agreement with human ratings",
             caption=" · ".join(notes),
             caption_justify="left",
         )
         best = section.get("best_baseline")
+        separation, separation_column = _separation(section)
         columns = ("judge", "n", "fail", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ",
-                   f"ρ − {best}" if best else "vs baseline")
+                   f"ρ − {best}" if best else "vs baseline", *([separation_column] if separation_column else []))
         for column in columns:
             table.add_column(column, justify="left" if column == "judge" else "right", overflow="fold")
+        extra = (lambda key: [separation.get(key, "—")]) if separation_column else (lambda key: [])
         for judge, row in section["judges"].items():
             table.add_row(
                 judge,
@@ -101,11 +134,17 @@ def render_agreement(summary: dict[str, Any]) -> Group:
                 _est(row["mae"]),
                 _est(row["length_correlation"]),
                 _versus(row.get("vs_best_baseline")),
+                *extra(judge),
                 style="bold" if judge == "ensemble" else None,
             )
         for name_, row in section.get("baselines", {}).items():
             table.add_row(f"baseline: {name_}", str(row["n"]), "—", _est(row["spearman"]),
-                          _est(row["kendall"]), "—", "—", "—", "—", style="dim")
+                          _est(row["kendall"]), "—", "—", "—", "—", *extra(f"baseline: {name_}"), style="dim")
+        if section.get("reference"):
+            reference = section["reference"]
+            table.add_row(f"reference: {escape(about.get('reference') or 'published judge')}",
+                          str(reference["n"]), "—", _est(reference["spearman"]), "—", "—", "—", "—", "—",
+                          *extra("reference"), style="italic")
         tables.append(table)
         for judge, row in section["judges"].items():
             versus = row.get("vs_best_baseline")
@@ -124,6 +163,49 @@ def render_agreement(summary: dict[str, Any]) -> Group:
             style="dim",
         )
     )
+    return Group(*tables)
+
+
+def render_benchmarks(summary: dict[str, Any]) -> Group:
+    """Per judge, one row per benchmark subset: n, ρ with its CI, the best trivial baseline on the same
+    items and the judge's paired difference to it, the pairwise accuracy or top-vs-bottom AUC, and the
+    published reference judge's ρ where the data carries one."""
+    tables: list[Any] = []
+    results = summary["results"]
+    for judge in summary["judges"]:
+        rows = [judge + EXPECTED_SUFFIX, judge] if any(
+            judge + EXPECTED_SUFFIX in results[s]["judges"] for s in summary["criteria"]) else [judge]
+        name = rows[0]
+        table = Table(title=f"[bold]{escape(name)}[/] against people", caption_justify="left")
+        for column in ("subset (criterion)", "n", "ρ [95% CI]", "best baseline ρ", "ρ − baseline",
+                       "pairs / AUC", "reference ρ"):
+            table.add_column(column, justify="left" if column.startswith("subset") else "right", overflow="fold")
+        for section, about in summary["criteria"].items():
+            result = results[section]
+            row = result["judges"].get(name) or result["judges"].get(judge)
+            if row is None:
+                continue
+            best = result.get("best_baseline")
+            baseline = f"{best}\n{_num(result['baselines'][best]['spearman']['value'])}" if best else "—"
+            separation, _ = _separation(result)
+            table.add_row(
+                f"{escape(section)}\n[dim]({escape(about.get('name', about['criterion']))})[/]",
+                f"{row['n']}" + (f"\n[red]{row['failed']} failed[/]" if row["failed"] else ""),
+                _est(row["spearman"]),
+                baseline,
+                _versus(row.get("vs_best_baseline")),
+                separation.get(name, "—"),
+                _num((result.get("reference") or {}).get("spearman", {}).get("value")),
+            )
+        tables.append(table)
+    tables.append(Text(
+        "ρ: Spearman with the mean human rating [95% bootstrap CI] · best baseline: the best of length, word "
+        "overlap and MiniLM similarity on the same items; the judge beats it when the CI of the difference is "
+        "above 0 · pairs: pairwise accuracy (ties half); AUC: replies people scored highest against the lowest "
+        "(n top/bottom in meta_eval.json) · reference: the published judge whose scores the data carries "
+        "(CharacterBench: CharacterJudge) · every statistic per subset is in meta_eval.json",
+        style="dim",
+    ))
     return Group(*tables)
 
 
@@ -161,6 +243,21 @@ def render_self_preference(result: dict[str, Any]) -> Table:
 
 def meta_eval_command(
     items: Path | None = typer.Option(None, "--items", help=ITEMS_HELP),
+    benchmark: list[str] = typer.Option(
+        [], "--benchmark", help=BENCHMARK_HELP, metavar="NAME[,NAME…]",
+    ),
+    benchmark_dir: Path | None = typer.Option(
+        None, "--benchmark-dir", help="Local copies of the benchmarks' files, one folder per source "
+        "(characterbench/, usr/, persobench/) with the upstream file names; read instead of the cache or a "
+        "download (a subset is fine: its sha256 is recorded).",
+    ),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, max=100_000, help="Per benchmark subset, N items (N pairs), stratified by the human "
+        "score and seeded by --seed, for a quick reading (default: all).",
+    ),
+    list_cards: bool = typer.Option(
+        False, "--cards", help="List the validity cards saved (each judge's agreement with people) and exit.",
+    ),
     judge: list[str] = typer.Option(
         [], "--judge", "-j", help=f"Judge model (repeatable; default {DEFAULT_JUDGE})."
     ),
@@ -201,17 +298,28 @@ def meta_eval_command(
     """Meta-evaluate judges: agreement with human labels (ρ, τ, κ, MAE with CIs) and self-preference."""
 
     async def body() -> MetaEvalSummary | None:
-        if items is None and self_pref is None:
-            raise PersonagraphError("give --items FILE, --self-preference RUN_DIR, or both")
-        if items is None and (criteria or rubric):
-            raise PersonagraphError("--criteria and --rubric need --items FILE")
+        if list_cards:
+            console.print(render_cards())
+            return None
+        if items is not None and benchmark:
+            raise PersonagraphError("give --items FILE or --benchmark NAME, not both")
+        if items is None and not benchmark and self_pref is None:
+            raise PersonagraphError("give --items FILE, --benchmark NAME (e.g. persona), --self-preference "
+                                    "RUN_DIR, or one of the first two with the last")
+        if items is None and not benchmark and (criteria or rubric):
+            raise PersonagraphError("--criteria and --rubric need --items FILE or --benchmark NAME")
+        if not benchmark and (benchmark_dir is not None or sample is not None):
+            raise PersonagraphError("--benchmark-dir and --sample go with --benchmark NAME")
         summary: dict[str, Any] = {}
         outcome: MetaEvalSummary | None = None
-        if items is not None:
+        if items is not None or benchmark:
             names = [n.strip() for value in criteria for n in value.split(",") if n.strip()]
             config = make_config(
                 MetaEvalConfig,
-                items=str(items),
+                items=None if items is None else str(items),
+                benchmark=benchmark,
+                benchmark_dir=None if benchmark_dir is None else str(benchmark_dir),
+                sample=sample,
                 judges=judge or [DEFAULT_JUDGE],
                 criteria=names or None,
                 rubric_files=[str(r) for r in rubric],
@@ -237,11 +345,16 @@ def meta_eval_command(
                 if progress.live.is_started:
                     progress.stop()
             summary = outcome.model_dump(mode="json")
-            console.print(render_agreement(summary))
+            console.print(render_benchmarks(summary) if benchmark else render_agreement(summary))
             console.print(
                 f"LLM calls this run: {outcome.llm_calls} · cache hits: {outcome.cache_hits} · "
                 f"failed verdicts: {summary['failed_verdicts']} (excluded)"
             )
+            for card in outcome.cards:
+                console.print(f"validity card saved: {card}", markup=False)
+            if benchmark and not outcome.cards:
+                console.print("no validity card saved: failed or unfinished verdicts (run the same command "
+                              "again to retry them)", style="yellow")
         if self_pref is not None:
             result = self_preference(self_pref, judge or None, seed=seed, n_resamples=resamples)
             summary["self_preference"] = result
@@ -251,6 +364,23 @@ def meta_eval_command(
         return outcome
 
     run(body)
+
+
+def render_cards() -> Table:
+    """Every validity card: judge, protocol, date, data and the figures per criterion."""
+    table = Table(title="Validity cards: judges measured against people", show_lines=True)
+    for column in ("judge", "protocol", "measured", "figures", "file"):
+        table.add_column(column, overflow="fold")
+    found = all_cards()
+    for card, where in found:
+        figures = "\n".join(
+            f"{c.task}: " + ", ".join(figure_text(f) for f in c.figures) for c in card.criteria.values()
+        )
+        table.add_row(escape(card.judge), escape(card.protocol), f"{card.measured}\n{escape(card.data)}",
+                      escape(figures), escape(where))
+    if not found:
+        table.caption = "none yet: run `personagraph meta-eval --benchmark persona -j SPEC`"
+    return table
 
 
 def register(app: typer.Typer) -> None:

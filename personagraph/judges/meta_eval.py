@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from personagraph.environments import task_by_name
 from personagraph.errors import PersonagraphError
@@ -66,6 +66,9 @@ from personagraph.judges.stats import (
     agreement_report,
     krippendorff_alpha,
     length_correlation,
+    mean_estimate,
+    pair_credit,
+    roc_auc,
     spearman_difference,
 )
 from personagraph.models import ModelClient
@@ -210,6 +213,9 @@ class MetaItem(BaseModel):
     question: str = ""
     contradiction: str = ""  # the response contradicting the persona, written by hand (judge-check)
     row: int = 0
+    group: str = ""  # results are keyed by this where given (a benchmark's subset), else by criterion
+    pair: str = ""  # items of one pair (the same reply under two personas) are scored as a pair
+    reference: float | None = None  # a published reference judge's score, on the human scale
 
     @property
     def human_mean(self) -> float:
@@ -219,6 +225,11 @@ class MetaItem(BaseModel):
     def key(self) -> str:
         """Identifies the judged content: the same record edited is judged again."""
         return short_id(self.id, self.criterion, self.persona, self.context, self.question, self.response)
+
+    @property
+    def section(self) -> str:
+        """The result section the item counts in: its group, else its criterion."""
+        return self.group or self.criterion
 
 
 register_record_type(ITEM_KIND, MetaItem)
@@ -457,7 +468,10 @@ async def judge_item(
 class MetaEvalConfig(BaseModel):
     """Everything that defines a meta-evaluation (recorded in the run directory, without secrets)."""
 
-    items: str
+    items: str | None = None  # a human-rated items file; or
+    benchmark: list[str] = Field(default_factory=list)  # built-in benchmarks (judges/benchmarks), or groups
+    benchmark_dir: str | None = None  # local copies of the benchmarks' files (else the cache, downloading)
+    sample: int | None = Field(None, ge=1, le=100_000)  # per benchmark subset: units stratified by human score, seeded
     judges: list[str] = Field(min_length=1)
     criteria: list[str] | None = None  # restrict to these criterion names
     rubric_files: list[str] = Field(default_factory=list)
@@ -466,6 +480,14 @@ class MetaEvalConfig(BaseModel):
     n_resamples: int = Field(1000, ge=100, le=100_000)
     judge_protocol: str | None = None  # judges/protocols.py; None: the default for each judge
     retry_failed: bool = True  # a resumed run asks failed verdicts again (False keeps them failed)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MetaEvalConfig:
+        if (self.items is None) == (not self.benchmark):
+            raise ValueError("give an items file or benchmarks, one of the two")
+        if self.items is not None and (self.benchmark_dir or self.sample):
+            raise ValueError("benchmark_dir and sample go with benchmarks, not an items file")
+        return self
 
 
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> Path:
@@ -575,6 +597,59 @@ def _alpha(items: Sequence[MetaItem]) -> tuple[float | None, int]:
     return krippendorff_alpha(matrix, "ordinal"), n_multi
 
 
+LOWEST_HIGHEST_MIN = 3  # replies at each end of the scale for the lowest-vs-highest AUC
+
+
+def _separation(
+    group: list[MetaItem],
+    scores: dict[str, dict[str, float]],
+    baselines: dict[str, dict[str, float]],
+    *,
+    seed: int,
+    n_resamples: int,
+) -> dict[str, Any]:
+    """What a section reads beyond ρ, for every judge, baseline and the published reference judge (where
+    the items carry one): for pairs, pairwise accuracy (ties half, 95% bootstrap CI over pairs) and the
+    AUC of true-persona against swapped sides; otherwise the AUC of the replies people scored highest
+    against those they scored lowest (a contradiction test where the scale's bottom means "contradicts"),
+    when each end has at least :data:`LOWEST_HIGHEST_MIN` replies."""
+    scorers = {**scores, **{f"baseline: {n}": v for n, v in baselines.items()}}
+    reference = {i.key: i.reference for i in group if i.reference is not None}
+    result: dict[str, Any] = {}
+    if reference and len(reference) == len({i.key for i in group}):
+        humans = [i.human_mean for i in group]
+        report = agreement_report([reference[i.key] for i in group], humans, group[0].scale,
+                                  seed=seed, n_resamples=n_resamples)
+        result["reference"] = {"n": len(group), "spearman": _estimate_dict(report.spearman)}
+        scorers["reference"] = reference
+    if any(i.pair for i in group):
+        pairs: dict[str, list[MetaItem]] = defaultdict(list)
+        for item in group:
+            pairs[item.pair].append(item)
+        complete = [sorted(p, key=lambda i: -i.human_mean) for p in pairs.values() if len(p) == 2]
+        rows = {}
+        for name, by_key in scorers.items():
+            both = [(by_key[high.key], by_key[low.key]) for high, low in complete
+                    if high.key in by_key and low.key in by_key]
+            high, low = np.array([b[0] for b in both]), np.array([b[1] for b in both])
+            rows[name] = {"n_pairs": len(both),
+                          "pairwise_accuracy": _estimate_dict(mean_estimate(pair_credit(high, low), seed,
+                                                                            n_resamples)),
+                          "auc": roc_auc(high, low)}
+        result["pairwise"] = rows
+        return result
+    low_end, high_end = group[0].scale
+    lowest = [i.key for i in group if i.human_mean <= low_end]
+    highest = [i.key for i in group if i.human_mean >= high_end]
+    if min(len(lowest), len(highest)) >= LOWEST_HIGHEST_MIN:
+        result["lowest_vs_highest"] = {
+            "n_lowest": len(lowest), "n_highest": len(highest),
+            "auc": {name: roc_auc([v[k] for k in highest if k in v], [v[k] for k in lowest if k in v])
+                    for name, v in scorers.items()},
+        }
+    return result
+
+
 EXPECTED_SUFFIX = " (expected)"  # the row of a judge's probability-weighted scores
 
 
@@ -598,15 +673,16 @@ def build_meta_summary(
     baselines = baseline_scores(items)
     groups: dict[str, list[MetaItem]] = defaultdict(list)
     for item in items:
-        groups[item.criterion].append(item)
+        groups[item.section].append(item)
     common = Counter(i.scale for i in items).most_common(1)[0][0]
     mixed = len({i.scale for i in items}) > 1
     sections: dict[str, Any] = {}
     plan = [(key, group, group[0].scale) for key, group in groups.items()]
-    plan.append((OVERALL, items, common))
+    if not any(i.group for i in items):  # benchmark subsets are read apart: pooling them says nothing
+        plan.append((OVERALL, items, common))
     for name, group, target in plan:
         if name == OVERALL and len(groups) == 1:
-            sections[OVERALL] = sections[group[0].criterion]  # one criterion: overall is that criterion
+            sections[OVERALL] = sections[group[0].section]  # one criterion: overall is that criterion
             continue
         scores: dict[str, dict[str, float]] = {}
         failed: dict[str, int] = {}
@@ -655,6 +731,8 @@ def build_meta_summary(
             seed=seed,
             n_resamples=n_resamples,
         )
+        if name != OVERALL:
+            sections[name].update(_separation(group, scores, baselines, seed=seed, n_resamples=n_resamples))
         if name == OVERALL and mixed:
             sections[name]["note"] = (
                 f"criteria use different human scales; scores mapped linearly onto "
@@ -664,7 +742,8 @@ def build_meta_summary(
         "judges": judges,
         "n_records": len(items),
         "criteria": {
-            key: {"n_records": len(group), "scale": list(group[0].scale)} for key, group in groups.items()
+            key: {"criterion": group[0].criterion, "n_records": len(group), "scale": list(group[0].scale)}
+            for key, group in groups.items()
         },
         "results": sections,
         "failed_verdicts": sum(1 for v in verdicts if v.status != "ok"),

@@ -769,3 +769,33 @@ def spearman_difference(
         return _pearson(a_ranks(rows), target, axis=-1) - _pearson(b_ranks(rows), target, axis=-1)
 
     return _estimate(a, h, theta, confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def pair_credit(original: np.ndarray, variant: np.ndarray) -> np.ndarray:
+    """Per pair: 1 when the original scored higher, ½ on a tie, 0 otherwise."""
+    return (np.asarray(original) > np.asarray(variant)) + 0.5 * (np.asarray(original) == np.asarray(variant))
+
+
+def roc_auc(original: Sequence[float], variant: Sequence[float]) -> float | None:
+    """ROC AUC of the scores separating originals (positive) from variants, ties counting half.
+
+    The Mann–Whitney U of the originals over ``n_original × n_variant`` (equal to scikit-learn's
+    ``roc_auc_score``); None when either side is empty.
+    """
+    a, b = np.asarray(original, dtype=float), np.asarray(variant, dtype=float)
+    if a.size == 0 or b.size == 0:
+        return None
+    from scipy import stats as scipy_stats  # imported where used (~0.6 s at start-up)
+
+    ranks = scipy_stats.rankdata(np.concatenate([a, b]))
+    u = ranks[: a.size].sum() - a.size * (a.size + 1) / 2
+    return float(u / (a.size * b.size))
+
+
+def mean_estimate(values: np.ndarray, seed: int, n_resamples: int) -> Estimate:
+    """Mean with its 95% bootstrap CI (BCa, :func:`bootstrap_ci`)."""
+    if values.size == 0:
+        return Estimate(value=None, ci_low=None, ci_high=None)
+    low, high = bootstrap_ci(values, np.mean, seed=seed, n_resamples=n_resamples)
+    finite = [x if np.isfinite(x) else None for x in (low, high)]
+    return Estimate(value=float(np.mean(values)), ci_low=finite[0], ci_high=finite[1])

@@ -38,7 +38,7 @@ from personagraph.judges.features import BASELINES, Text, content_words
 from personagraph.judges.features import compute as compute_features
 from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric
-from personagraph.judges.stats import Estimate, bootstrap_ci
+from personagraph.judges.stats import Estimate, mean_estimate, pair_credit, roc_auc
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash, read_yaml
@@ -304,36 +304,6 @@ def variant_judgement(item: CheckItem, variant: Variant) -> Judgement:
 
 
 # --- statistics -----------------------------------------------------------------------------------
-def pair_credit(original: np.ndarray, variant: np.ndarray) -> np.ndarray:
-    """Per pair: 1 when the original scored higher, ½ on a tie, 0 otherwise."""
-    return (np.asarray(original) > np.asarray(variant)) + 0.5 * (np.asarray(original) == np.asarray(variant))
-
-
-def roc_auc(original: Sequence[float], variant: Sequence[float]) -> float | None:
-    """ROC AUC of the scores separating originals (positive) from variants, ties counting half.
-
-    The Mann–Whitney U of the originals over ``n_original × n_variant`` (equal to scikit-learn's
-    ``roc_auc_score``); None when either side is empty.
-    """
-    a, b = np.asarray(original, dtype=float), np.asarray(variant, dtype=float)
-    if a.size == 0 or b.size == 0:
-        return None
-    from scipy import stats as scipy_stats  # imported where used (~0.6 s at start-up)
-
-    ranks = scipy_stats.rankdata(np.concatenate([a, b]))
-    u = ranks[: a.size].sum() - a.size * (a.size + 1) / 2
-    return float(u / (a.size * b.size))
-
-
-def _mean_estimate(values: np.ndarray, seed: int, n_resamples: int) -> Estimate:
-    """Mean with its 95% bootstrap CI (BCa, from :mod:`personagraph.judges.stats`)."""
-    if values.size == 0:
-        return Estimate(value=None, ci_low=None, ci_high=None)
-    low, high = bootstrap_ci(values, np.mean, seed=seed, n_resamples=n_resamples)
-    finite = [x if np.isfinite(x) else None for x in (low, high)]
-    return Estimate(value=float(np.mean(values)), ci_low=finite[0], ci_high=finite[1])
-
-
 class VariantStats(BaseModel):
     """How one judge scored one kind of variant against the originals."""
 
@@ -383,8 +353,8 @@ def variant_stats(
         failed_variants=failed_variants,
         original_mean=float(a.mean()) if a.size else None,
         variant_mean=float(b.mean()) if b.size else None,
-        mean_change=_mean_estimate(b - a, seed, n_resamples),
-        pairwise_accuracy=_mean_estimate(pair_credit(a, b), seed, n_resamples),
+        mean_change=mean_estimate(b - a, seed, n_resamples),
+        pairwise_accuracy=mean_estimate(pair_credit(a, b), seed, n_resamples),
         auc=roc_auc(a, b),
         caught=caught,
         n_caught=n_caught,

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges import benchmarks, cards
 from personagraph.judges.base import Judge
 from personagraph.judges.judge import ready_protocol
 from personagraph.judges.meta_eval import (
@@ -30,16 +34,20 @@ from personagraph.judges.meta_eval import (
 from personagraph.models import ModelSettings
 from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
 from personagraph.runs.plugins import check_judge_names, given_by_name, judge_for
+from personagraph.schemas import short_id
 
 KIND = STORE_KIND
 STAGE = "verdicts"
 
 
 class MetaEvalSummary(Summary):
-    """``meta_eval.json``: agreement with human labels per criterion, overall and for the ensemble
-    (the keys of :func:`~personagraph.judges.meta_eval.build_meta_summary`), and the items file."""
+    """``meta_eval.json``: agreement with human labels per criterion (or benchmark subset), overall and for
+    the ensemble (the keys of :func:`~personagraph.judges.meta_eval.build_meta_summary`), the items file
+    or the benchmarks read (files with their sha256, the sample), and the validity cards saved."""
 
     items: str = ""
+    benchmarks: dict[str, Any] | None = None
+    cards: list[str] = Field(default_factory=list)
 
 
 async def run(
@@ -66,7 +74,15 @@ async def run(
     given = given_by_name(judge_objects or [], config.judges, "judge_objects", "judges")
     check_judge_names(config.judges, given)
     catalogue = CriterionCatalogue(config.rubric_files)
-    items = load_items(config.items, catalogue)
+    loaded: benchmarks.Loaded | None = None
+    if config.benchmark:
+        chosen = benchmarks.resolve(config.benchmark)
+        loaded = benchmarks.load(chosen, benchmark_dir=Path(config.benchmark_dir) if config.benchmark_dir else None,
+                                 sample=config.sample, seed=config.seed)
+        items = loaded.items
+    else:
+        assert config.items is not None  # the config has one of the two
+        items = load_items(config.items, catalogue)
     wanted: list[Criterion] = []
     if config.criteria:
         for name in config.criteria:
@@ -81,7 +97,8 @@ async def run(
         keys = {c.key for c in wanted}
         missing = [c.key for c in wanted if not any(i.criterion == c.key for i in items)]
         if missing:
-            raise PersonagraphError(f"--criteria: {config.items} has no records for {missing[0]}")
+            source = config.items or ", ".join(config.benchmark)
+            raise PersonagraphError(f"--criteria: {source} has no records for {missing[0]}")
         items = [i for i in items if i.criterion in keys]
     criteria = {c.key: c for c in (catalogue.resolve(i.criterion) for i in items) if c is not None}
     judges = list(dict.fromkeys(config.judges))
@@ -97,7 +114,7 @@ async def run(
         )
         store, meter = the_run.store, the_run.meter
         for item in items:
-            store.put(ITEM_KIND, item.key, item, unit=item.criterion)
+            store.put(ITEM_KIND, short_id(item.key, item.section), item, unit=item.section)
         clients = {
             spec: judge_for(
                 spec,
@@ -143,17 +160,34 @@ async def run(
             seed=config.seed,
             n_resamples=config.n_resamples,
         )
-        stats["criteria"] = {
-            key: {"name": c.rubric.task, "source": c.source, "rubric_scale": list(c.rubric.scale)}
-            | stats["criteria"].get(key, {})
-            for key, c in criteria.items()
-        }
-        summary = MetaEvalSummary(**stats, items=str(config.items), failures=_failures(verdicts),
-                                  incomplete=len(wanted_ids) - len(verdicts))
+        for section in stats["criteria"].values():
+            c = criteria[section["criterion"]]
+            section.update(name=c.rubric.task, source=c.source, rubric_scale=list(c.rubric.scale))
+        summary = MetaEvalSummary(**stats, items=config.items or "", failures=_failures(verdicts),
+                                  incomplete=len(wanted_ids) - len(verdicts),
+                                  benchmarks=None if loaded is None else benchmark_record(config, loaded))
+        if loaded is not None and not summary.failures and not summary.incomplete:
+            summary.cards = [str(p) for p in cards.save_cards(summary.model_dump(mode="json"), protocols,
+                                                               criteria)]
         return the_run.finish(summary)
 
 
 run_sync = synchronous(run)
+
+
+def benchmark_record(config: MetaEvalConfig, loaded: benchmarks.Loaded) -> dict[str, Any]:
+    """What the summary says of the benchmarks read: names, files (where from, sha256, whether each is the
+    full pinned file), the sample, each subset's description and published reference judge."""
+    chosen = benchmarks.resolve(config.benchmark)
+    return {
+        "names": [b.name for b in chosen],
+        "dir": config.benchmark_dir,
+        "sample": config.sample,
+        "files": loaded.files,
+        "subsets": {s.group: {"description": s.description, "reference": b.reference, "citation": b.citation,
+                              "licence": b.licence}
+                    for b in chosen for s in b.subsets},
+    }
 
 
 def _failures(verdicts: list[MetaVerdict]) -> list[FailedItem]:

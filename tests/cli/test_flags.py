@@ -59,6 +59,7 @@ FEEDERS = {
     ("eval", "--personas"): "personas: read from a file",
     ("simulate", "--no-judge"): "judges: []",
     ("meta-eval", "--self-preference"): "not a field: the self-preference analysis of an eval run",
+    ("meta-eval", "--cards"): "not a field: lists the validity cards saved, and runs nothing",
 }
 
 CALLBACKS = {"options", "on_progress", "on_event"}

@@ -160,7 +160,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: str, message: str
 
 def test_needs_items_or_self_preference(tmp_path: Path) -> None:
     result = invoke("--run-dir", str(tmp_path / "run"))
-    assert result.exit_code == 2 and "give --items FILE, --self-preference RUN_DIR, or both" in result.output
+    assert result.exit_code == 2 and "give --items FILE, --benchmark NAME (e.g. persona), --self-preference RUN_DIR" in result.output
     result = invoke("--items", str(tmp_path / "missing.jsonl"), "--run-dir", str(tmp_path / "run"))
     assert result.exit_code == 2 and "missing.jsonl: no such file" in result.output
     result = invoke("--items", str(SAMPLE / "items.jsonl"), "-j", "bogus", "--run-dir", str(tmp_path / "run"))

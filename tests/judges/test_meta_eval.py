@@ -327,6 +327,7 @@ def test_summary_file_and_criteria(synthetic: dict[str, Any]) -> None:
     assert written["results"] == json.loads(json.dumps(synthetic["summary"]["results"]))
     criteria = written["criteria"]
     assert criteria["expected_action"] == {
+        "criterion": "expected_action",
         "name": "Expected Action",
         "source": "task",
         "rubric_scale": [1, 5],

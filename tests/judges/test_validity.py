@@ -12,6 +12,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from personagraph.judges.refusal import detect_refusal
+from personagraph.judges.stats import pair_credit, roc_auc
 from personagraph.judges.validity import (
     CONTRADICTION_CRITERION,
     CheckItem,
@@ -23,8 +24,6 @@ from personagraph.judges.validity import (
     disclosure_variant,
     judge_verdict,
     padding_variant,
-    pair_credit,
-    roc_auc,
     swap_variant,
     variant_stats,
 )
