@@ -6,16 +6,22 @@
 
 Arguments are the run kind's config fields under the same names as the CLI's flags (``--questions-per-task``
 is ``questions_per_task=``), plus where to run (``run_dir``), the endpoint (``base_url``, ``api_key``, ``timeout``: seconds per request) and a
-progress callback. ``models`` takes model specs, ``module:attr`` plug-in paths and agent objects in one
+progress callback: without one, a sync verb draws a bar per stage (``tqdm.auto``: widgets in a notebook,
+text on stderr elsewhere). An interrupt (Ctrl-C, a notebook's Stop button) stops a verb within moments;
+the same call on the same ``run_dir`` resumes it.
+``models`` takes model specs, ``module:attr`` plug-in paths and agent objects in one
 list, ``judges`` the same with judge objects. A bad argument is a
 :class:`~personagraph.errors.PersonagraphError` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
 
 from personagraph.agents import Agent
 from personagraph.judges.base import Judge
@@ -31,9 +37,70 @@ from personagraph.runs import longlamp as longlamp_run
 from personagraph.runs import meta_eval as meta_eval_run
 from personagraph.runs import persobench as persobench_run
 from personagraph.runs import simulate as simulate_run
-from personagraph.runs.base import ConfigError, ProgressHandler, make_config, synchronous
-from personagraph.runs.plugins import as_agent, is_plugin_path, object_name, split_judge_objects, split_models
+from personagraph.runs.base import ConfigError, ProgressEvent, ProgressHandler, make_config, synchronous
+from personagraph.runs.plugins import (
+    Given,
+    as_agent,
+    is_plugin_path,
+    object_name,
+    split_judge_objects,
+    split_models,
+)
 from personagraph.schemas import Persona
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class ProgressBars:
+    """A run's progress as one ``tqdm.auto`` bar per stage (``answers``, ``verdicts``, …): widgets in a
+    notebook, text on stderr elsewhere, as ``datasets`` and ``langsmith.evaluate`` draw theirs. Use it as
+    ``on_progress`` inside ``with``; the bars close at the end."""
+
+    def __init__(self) -> None:
+        self._bars: dict[str, Any] = {}
+
+    def __call__(self, event: ProgressEvent) -> None:
+        from tqdm.auto import tqdm  # picks the notebook's widgets, which the terminal does not need at import
+
+        bar = self._bars.get(event.stage)
+        if bar is None:
+            bar = self._bars[event.stage] = tqdm(total=event.total, desc=event.stage, unit="item", leave=True,
+                                                 dynamic_ncols=True)
+        label = f"{event.stage} ({event.reused} reused)" if event.reused else event.stage
+        if bar.desc != label:
+            bar.set_description_str(label, refresh=False)
+        bar.total = event.total
+        bar.update(event.done - bar.n)
+
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+                 ) -> None:
+        for bar in self._bars.values():
+            bar.close()
+
+
+def _drawn(func: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``func`` (an async verb taking ``on_progress``) drawing :class:`ProgressBars` when it is given none."""
+
+    @functools.wraps(func)
+    async def drawn(*args: P.args, **kwargs: P.kwargs) -> T:
+        if kwargs.get("on_progress") is not None:
+            return await func(*args, **kwargs)
+        with ProgressBars() as bars:
+            kwargs["on_progress"] = bars
+            return await func(*args, **kwargs)
+
+    return drawn
+
+
+def verb(func: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
+    """The sync verb of an async one: the same arguments, progress bars by default (:class:`ProgressBars`)
+    when it reports progress, stopped by an interrupt (:func:`~personagraph.runs.base.synchronous`)."""
+    takes_progress = "on_progress" in inspect.signature(func).parameters
+    return synchronous(_drawn(func) if takes_progress else func, name)
 
 
 def settings_for(
@@ -55,8 +122,8 @@ def settings_for(
 async def aevaluate(
     personas: str | Persona | Sequence[str | Persona],
     *,
-    models: Sequence[Any] | None = None,
-    judges: Sequence[Any] | None = None,
+    models: Given | None = None,
+    judges: Given | None = None,
     run_dir: str | Path = "runs/eval",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -73,7 +140,9 @@ async def aevaluate(
         personas: persona descriptions (plain strings) or :class:`Persona` objects; one or many.
         models: the agents under test: model specs (``local:qwen2.5-coder-0.5b``), plug-in paths
             (``module:attr``) and agent objects (an :class:`~personagraph.agents.Agent`, a chat model,
-            a Runnable, a function ``(messages) -> str``, a compiled graph); default: the embedded 0.5B.
+            a Runnable, a function ``(messages) -> str``, a compiled graph), named by their
+            ``with_config(run_name=…)``, ``compile(name=…)`` or ``name``; ``{name: agent}`` entries
+            (or one such mapping) name objects explicitly; default: the embedded 0.5B.
         judges: the judges: model specs, plug-in paths and judge objects (a
             :class:`~personagraph.judges.base.Judge`, or anything ``models`` takes: its reply is read as
             the verdict's JSON); default: the embedded 1.5B.
@@ -107,14 +176,14 @@ async def aevaluate(
     )
 
 
-evaluate = synchronous(aevaluate, "evaluate")
+evaluate = verb(aevaluate, "evaluate")
 
 
 async def asimulate(
     persona: str | Persona,
     *,
     model: Any = None,
-    judges: Sequence[Any] | None = None,
+    judges: Given | None = None,
     run_dir: str | Path = "runs/simulate",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -161,7 +230,7 @@ async def asimulate(
 async def ajudge_session(
     transcript: str | Path,
     *,
-    judges: Sequence[Any] | None = None,
+    judges: Given | None = None,
     persona: str | Persona | None = None,
     run_dir: str | Path = "runs/judge-session",
     allow_self_judging: bool = False,
@@ -188,9 +257,10 @@ async def ajudge_session(
 
 
 async def ameta_evaluate(
-    items: str | Path,
+    items: str | Path | None = None,
     *,
-    judges: Sequence[Any],
+    benchmark: str | Sequence[str] | None = None,
+    judges: Given,
     run_dir: str | Path = "runs/meta-eval",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -200,10 +270,15 @@ async def ameta_evaluate(
     **options: Any,
 ) -> meta_eval_run.MetaEvalSummary:
     """Meta-evaluates judges (model specs, plug-in paths and judge objects, as :func:`aevaluate` takes them)
-    against human-rated items (ρ, τ, κ, MAE with CIs); ``**options`` are the other
-    :class:`~personagraph.judges.meta_eval.MetaEvalConfig` fields (``criteria``, ``rubric_files``, …)."""
+    against human-rated items (ρ, τ, κ, MAE with CIs): an items file, or built-in benchmarks
+    (``benchmark="persona"`` or names, see ``personagraph.judges.benchmarks``; a finished benchmark run saves
+    each judge's validity card); ``**options`` are the other
+    :class:`~personagraph.judges.meta_eval.MetaEvalConfig` fields (``benchmark_dir``, ``sample``,
+    ``criteria``, …)."""
     names, judge_objects = split_judge_objects(judges)
-    config = make_config(MetaEvalConfig, **options, items=str(items), judges=names)
+    if benchmark is not None:
+        options["benchmark"] = [benchmark] if isinstance(benchmark, str) else list(benchmark)
+    config = make_config(MetaEvalConfig, **options, items=None if items is None else str(items), judges=names)
     return await meta_eval_run.run(
         config, run_dir, settings=settings_for(base_url, api_key, endpoints, timeout), judge_objects=judge_objects,
         on_progress=on_progress,
@@ -212,7 +287,7 @@ async def ameta_evaluate(
 
 async def ajudge_check(
     *,
-    judges: Sequence[Any] | None = None,
+    judges: Given | None = None,
     run_dir: str | Path = "runs/judge-check",
     base_url: str | None = None,
     api_key: str | None = None,
@@ -313,11 +388,11 @@ async def amemory_dialogue(
     return await memory_dialogue_run.run(config, dialogues, memories, run_dir, on_progress=on_progress)
 
 
-simulate = synchronous(asimulate, "simulate")
-judge_session = synchronous(ajudge_session, "judge_session")
-meta_evaluate = synchronous(ameta_evaluate, "meta_evaluate")
-judge_check = synchronous(ajudge_check, "judge_check")
-persobench = synchronous(apersobench, "persobench")
-longlamp = synchronous(alonglamp, "longlamp")
-behavior_alignment = synchronous(abehavior_alignment, "behavior_alignment")
-memory_dialogue = synchronous(amemory_dialogue, "memory_dialogue")
+simulate = verb(asimulate, "simulate")
+judge_session = verb(ajudge_session, "judge_session")
+meta_evaluate = verb(ameta_evaluate, "meta_evaluate")
+judge_check = verb(ajudge_check, "judge_check")
+persobench = verb(apersobench, "persobench")
+longlamp = verb(alonglamp, "longlamp")
+behavior_alignment = verb(abehavior_alignment, "behavior_alignment")
+memory_dialogue = verb(amemory_dialogue, "memory_dialogue")

@@ -6,8 +6,10 @@ import asyncio
 import gc
 import json
 import re
+import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +205,95 @@ async def test_a_judge_object_must_be_listed_and_cannot_go_to_ray(tmp_path: Path
         await aevaluate("A nurse", models=["test:agent"], judges=[FixedJudge()], run_dir=tmp_path / "c")
     with pytest.raises(PersonagraphError, match="^judges: 'fixed-judge' is given twice"):
         await aevaluate("A nurse", judges=[FixedJudge(), FixedJudge()], run_dir=tmp_path / "d")
+
+
+def _kernel_run(client, code: str, timeout: float) -> tuple[dict, str]:
+    """Runs ``code`` in a kernel; returns the execute reply's content and what the cell printed on stderr."""
+    msg_id = client.execute(code)
+    reply = client.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=timeout)
+    stderr = []
+    while True:
+        message = client.get_iopub_msg(timeout=10)
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        if message["msg_type"] == "stream" and message["content"]["name"] == "stderr":
+            stderr.append(message["content"]["text"])
+        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+            return reply["content"], "".join(stderr)
+
+
+def test_a_notebook_interrupt_stops_a_sync_verb_and_the_same_call_resumes(tmp_path: Path) -> None:
+    """In a real Jupyter kernel (a running event loop: the verb runs on a worker thread), the Stop button
+    during `evaluate()` against a slow endpoint raises KeyboardInterrupt while the run is still far from done:
+    no more requests go out than were in flight. The same call then resumes the run to the end, with the
+    default progress bars drawn on the cell's stderr."""
+    from jupyter_client.manager import start_new_kernel
+
+    from bench.fake_openai import start_in_thread
+
+    slow = start_in_thread(delay=2.0)
+    personas = ["A 70-year-old retired cowboy from Texas", "A pediatric nurse", "A jazz drummer"]
+    call = ("evaluate({personas!r}, models=['openai:agent'], judges=['openai:judge'], "
+            "generator='openai:gen', environments=1, questions_per_task=1, concurrency=2, api_key='x', "
+            "base_url={url!r}, "
+            f"run_dir={str(tmp_path / 'run')!r})")
+    manager, client = start_new_kernel(cwd=str(tmp_path))
+    try:
+        reply, _ = _kernel_run(client, "from personagraph import evaluate", timeout=120)
+        assert reply["status"] == "ok", reply
+        msg_id = client.execute(call.format(personas=personas, url=slow.base_url))
+        deadline = time.monotonic() + 60
+        while slow.stats().completions < 2:  # the run is under way: its first calls are answered
+            assert time.monotonic() < deadline, "the run sent no requests"
+            time.sleep(0.1)
+        manager.interrupt_kernel()
+        sent_at_interrupt = slow.stats().requests_total
+        reply = client.get_shell_msg(timeout=15)  # the run's 60+ requests at 2 s, 2 at a time, take 60 s
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        time.sleep(1)
+        assert slow.stats().requests_total <= sent_at_interrupt + 2  # at most those about to be sent
+        answered = slow.stats().completions
+        slow.server.options.delay = 0.0
+        reply, stderr = _kernel_run(client, "summary = " + call.format(personas=personas, url=slow.base_url)
+                                    + "\nassert summary.complete, summary",
+                                    timeout=120)
+        assert reply["status"] == "ok", reply.get("evalue", reply)[-3000:]
+        assert "verdicts" in stderr and "answers" in stderr  # the default bars, one per stage
+        assert slow.stats().completions - answered < 63  # what finished before the interrupt is kept
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+        slow.stop()
+
+
+def _graph_agent(reply: str, **compile_options: Any) -> Any:
+    """A compiled LangGraph agent that always replies ``reply`` (a plug-in graph takes messages)."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", lambda state: {"messages": [AIMessage(reply)]})
+    builder.add_edge(START, "reply")
+    return builder.compile(**compile_options)
+
+
+def test_two_compiled_graphs_are_compared_by_their_names(tmp_path: Path) -> None:
+    """Two compiled graphs are both called ``LangGraph``: named by a mapping, by ``compile(name=…)`` or by
+    ``with_config(run_name=…)`` they run side by side; unnamed, the error says how to name them."""
+    first, second = _graph_agent("Howdy, partner."), _graph_agent("Hello there.")
+    hint = r"models: 'LangGraph' is given twice; name each object: models=\{'a': obj_a, 'b': obj_b\}"
+    with pytest.raises(PersonagraphError, match=hint + r", graph.compile\(name='a'\)"):
+        evaluate("A cowboy", models=[first, second], run_dir=tmp_path / "refused", **CONFIG)
+    by_mapping = evaluate("A cowboy", models={"cowboy-graph": first, "plain-graph": second},
+                          run_dir=tmp_path / "mapping", on_progress=lambda event: None, **CONFIG)
+    assert list(by_mapping.models) == ["cowboy-graph", "plain-graph"] and by_mapping.complete
+    named = [_graph_agent("Howdy.", name="compiled-name"), second.with_config(run_name="run-name"),
+             "test:agent"]
+    by_name = evaluate("A cowboy", models=named, run_dir=tmp_path / "named", on_progress=lambda event: None,
+                       **CONFIG)
+    assert list(by_name.models) == ["compiled-name", "run-name", "test:agent"] and by_name.complete
+    with pytest.raises(PersonagraphError, match="models: 'x': a {name: object} entry names an object"):
+        evaluate("A cowboy", models={"x": "test:agent"}, run_dir=tmp_path / "spec", **CONFIG)

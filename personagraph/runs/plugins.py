@@ -143,7 +143,12 @@ def judge_for(
 
 
 def object_name(obj: Any) -> str:
-    """The name results use for an agent object given without one: its ``name``, else ``module:qualname``."""
+    """The name results use for an agent object given without one: its ``run_name`` (``.with_config(run_name=
+    …)``), its own ``name`` (``compile(name=…)``, an :class:`Agent`'s), else ``module:qualname``."""
+    config = getattr(obj, "config", None)
+    run_name = config.get("run_name") if isinstance(config, Mapping) else None
+    if isinstance(run_name, str) and run_name.strip():
+        return run_name.strip()
     name = getattr(obj, "name", None)
     if isinstance(name, str) and name.strip():
         return name.strip()
@@ -156,38 +161,62 @@ def as_agent(obj: Any, name: str) -> Agent:
     return obj if isinstance(obj, Agent) else adapt(obj, name)
 
 
-def split_objects(
-    items: Iterable[Any], field: str, wrap: Callable[[Any, str], N]
-) -> tuple[list[str], list[N]]:
-    """One ``models=`` or ``judges=`` list (names: model specs and ``module:attr`` paths; objects) as the
-    run's names and the objects among them, each ``wrap(obj, object_name(obj))``: :func:`as_agent` for
-    agents, :func:`~personagraph.judges.base.as_judge` for judges. The config holds the names; the objects
-    go to the run beside it (:func:`given_by_name`).
+Given = Iterable[Any] | Mapping[str, Any]
+"""A ``models=`` or ``judges=`` argument: a list of names and objects, ``{name: object}`` entries in it, or
+one ``{name: object}`` mapping."""
+
+
+def _named(items: Given) -> Iterable[tuple[str | None, Any]]:
+    """(the name given, the item) for each entry; None where the list gives no name."""
+    for item in [items] if isinstance(items, Mapping) else items:
+        if isinstance(item, Mapping):
+            yield from ((str(name), obj) for name, obj in item.items())
+        else:
+            yield None, item
+
+
+def split_objects(items: Given, field: str, wrap: Callable[[Any, str], N]) -> tuple[list[str], list[N]]:
+    """One ``models=`` or ``judges=`` argument (names: model specs and ``module:attr`` paths; objects, by
+    :func:`object_name` or under the name a ``{name: object}`` entry gives) as the run's names and the
+    objects among them, each ``wrap(obj, name)``: :func:`as_agent` for agents,
+    :func:`~personagraph.judges.base.as_judge` for judges. The config holds the names; the objects go to
+    the run beside it (:func:`given_by_name`).
 
     Raises:
-        PersonagraphError: a name given twice in ``field``, or an object that cannot be adapted.
+        PersonagraphError: a name given twice in ``field`` (saying how to name objects apart), a mapping
+            entry whose value is a name, or an object that cannot be adapted.
     """
     names: list[str] = []
     objects: list[N] = []
-    for item in items:
+    for given, item in _named(items):
         if isinstance(item, str):
+            if given is not None:
+                raise PersonagraphError(f"{field}: {given!r}: a {{name: object}} entry names an object; "
+                                        f"list the spec or path {item!r} itself")
             name = item.strip()
         else:
-            wrapped = wrap(item, object_name(item))
+            wrapped = wrap(item, given or object_name(item))
+            if given is not None and wrapped.name != given:
+                raise PersonagraphError(f"{field}: {given!r} names an object called {wrapped.name!r}; "
+                                        "use its name as the key")
             objects.append(wrapped)
             name = wrapped.name
         if name in names:
-            raise PersonagraphError(f"{field}: {name!r} is given twice")
+            hint = ""
+            if not isinstance(item, str):
+                hint = (f"; name each object: {field}={{'a': obj_a, 'b': obj_b}}, graph.compile(name='a') or "
+                        "obj.with_config(run_name='a')")
+            raise PersonagraphError(f"{field}: {name!r} is given twice{hint}")
         names.append(name)
     return names, objects
 
 
-def split_models(items: Iterable[Any]) -> tuple[list[str], list[Agent]]:
+def split_models(items: Given) -> tuple[list[str], list[Agent]]:
     """A ``models=`` list as the run's model names and the agent objects among it (:func:`split_objects`)."""
     return split_objects(items, "models", as_agent)
 
 
-def split_judge_objects(items: Iterable[Any]) -> tuple[list[str], list[Judge]]:
+def split_judge_objects(items: Given) -> tuple[list[str], list[Judge]]:
     """A ``judges=`` list as the run's judge names and the judge objects among it (:func:`split_objects`)."""
     return split_objects(items, "judges", as_judge)
 
