@@ -1,12 +1,22 @@
 """No import cycles among personagraph's modules (imports under ``if TYPE_CHECKING:`` do not run and are
-left out; imports inside functions count: hiding an import in a function does not remove a cycle)."""
+left out; imports inside functions count: hiding an import in a function does not remove a cycle), and the
+floors of docs/architecture.md hold: ``lint-imports`` checks the layers contract of pyproject.toml's
+``[tool.importlinter]``, so a lower floor importing a higher one fails here."""
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "personagraph"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "personagraph"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")  # import-linter, in the dev extra
 
 
 def module_name(path: Path) -> str:
@@ -91,3 +101,42 @@ def test_the_graph_sees_the_package() -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " → ".join(cycle or [])
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the ``personagraph`` package under ``root``, with ``root``'s pyproject.toml."""
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(root / "pyproject.toml")],
+        cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_the_floors_are_kept() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 1 kept, 0 broken." in result.stdout
+
+
+UPWARD = [  # (module, planted import, the floor it is on, the higher floor it reaches)
+    ("models/spec.py", "import personagraph.judges.scoring", "models", "judges"),
+    ("errors.py", "from personagraph import cli", "errors", "cli"),
+    ("graphs/session.py", "from personagraph.runs import eval", "graphs", "runs"),
+]
+
+
+@pytest.mark.parametrize(("module", "planted", "lower", "higher"), UPWARD, ids=[m for m, *_ in UPWARD])
+def test_a_lower_floor_importing_a_higher_one_fails(
+    tmp_path: Path, module: str, planted: str, lower: str, higher: str
+) -> None:
+    """The contract is not vacuous: a copy of the package with one upward import planted breaks it (the
+    graphs → runs case shows that the named exceptions let nothing else through)."""
+    shutil.copytree(PACKAGE, tmp_path / "personagraph",
+                    ignore=lambda folder, names: [n for n in names if n == "__pycache__" or (
+                        not n.endswith(".py") and not (Path(folder) / n).is_dir())])
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / "personagraph" / module
+    target.write_text(target.read_text(encoding="utf-8") + f"\n{planted}  # planted\n", encoding="utf-8")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    message = f"personagraph.{lower} is not allowed to import personagraph.{higher}"
+    assert message in " ".join(result.stdout.split())
