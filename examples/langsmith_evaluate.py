@@ -2,8 +2,8 @@
 
     .venv/bin/python -m examples.langsmith_evaluate        # offline: nothing uploaded, no API key needed
 
-With a LangSmith dataset and ``LANGSMITH_API_KEY`` set, pass its name as ``data=`` and drop
-``upload_results=False`` to see the scores (0–1, the rubric score and the judge's rationale) in the UI.
+With a LangSmith dataset and ``LANGSMITH_API_KEY`` set, pass its name as ``data=``, a ``Client()`` as
+``client=`` and drop ``upload_results=False`` to see the scores (0–1, the rubric score and the judge's rationale) in the UI.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 import uuid
 from typing import Any
 
-from langsmith import evaluate, tracing_context
-from langsmith.schemas import Example
+from langsmith import Client, evaluate, tracing_context
+from langsmith.schemas import Example, LangSmithInfo
 
 from examples.function_agent import agent
 from personagraph.evaluators import create_persona_judge
@@ -32,8 +32,16 @@ def target(inputs: dict[str, Any]) -> dict[str, str]:
         return {"output": agent([system, {"role": "user", "content": inputs["question"]}])}
 
 
+def offline_client() -> Client:
+    """A LangSmith client that opens no connection: ``evaluate`` asks its client for the server's settings
+    (``GET /info``) even with ``upload_results=False``; this one is given them, and points nowhere."""
+    return Client(api_url="http://langsmith.invalid", api_key="offline", info=LangSmithInfo())
+
+
 def main(client: Any = None) -> list[dict[str, Any]]:
-    """Runs the experiment and prints one line per question and rubric; returns the result rows."""
+    """Runs the experiment and prints one line per question and rubric; returns the result rows (offline
+    unless given a real ``client``)."""
+    client = client or offline_client()
     dataset = uuid.uuid4()
     examples = [Example(id=uuid.uuid4(), dataset_id=dataset, inputs={"persona": PERSONA, "question": q})
                 for q in QUESTIONS]

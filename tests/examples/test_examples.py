@@ -74,3 +74,50 @@ async def test_function_agent_sees_the_persona(examples_env):
 
     persona_of = resolve("examples.function_agent:persona_of")
     assert PERSONA in persona_of([{"role": "system", "content": f"You are {PERSONA}."}, *CONVERSATION])
+
+
+# Runs a module as `python -m` does, with the network blocked: every connection and name lookup that
+# leaves the machine fails and is listed on stderr at exit (loopback stays open: embedded models use it).
+NO_NETWORK = """
+import atexit, ipaddress, runpy, socket, sys
+tried = []
+def local(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+connect, resolve = socket.socket.connect, socket.getaddrinfo
+def guarded_connect(self, address, *args):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not local(address[0]):
+        tried.append(f"connect {address[0]}")
+        raise OSError(101, "network blocked by the test")
+    return connect(self, address, *args)
+def guarded_resolve(host, *args, **kwargs):
+    if host and not local(str(host)):
+        tried.append(f"resolve {host}")
+        raise socket.gaierror(-2, "network blocked by the test")
+    return resolve(host, *args, **kwargs)
+socket.socket.connect, socket.getaddrinfo = guarded_connect, guarded_resolve
+atexit.register(lambda: print("network:", tried, file=sys.stderr))
+sys.argv = [sys.argv[1]]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_offline_langsmith_example_opens_no_connection(tmp_path) -> None:
+    """`python -m examples.langsmith_evaluate`, labelled offline, runs as written with the network blocked
+    (LangSmith's default client would ask its server for settings) and prints its scores."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+    env.update(PERSONAGRAPH_EXAMPLE_MODEL="test:agent", PERSONAGRAPH_EXAMPLE_JUDGE="test:judge",
+               PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-c", NO_NETWORK, "examples.langsmith_evaluate"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("persona_consistency: ") == 2 and done.stdout.count("linguistic_habits: ") == 2
+    assert "network: []" in done.stderr, done.stderr[-3000:]
