@@ -144,7 +144,8 @@ class Verdict(BaseModel):
     raw: str = ""
     error: str | None = None
     judge_score: int | None = None  # the judge's own score, when the rubric's persona-break cap lowered it
-    capped_by: str | None = None  # the persona-break phrase that capped the score
+    capped_by: str | None = None  # the persona-break phrase (or manipulation flag) that capped the score
+    manipulation: str | None = None  # the answer tries to grade itself: verdict, address or stuffing
 
 
 class ItemScore(BaseModel):
@@ -159,6 +160,7 @@ class ItemScore(BaseModel):
     n_verdicts: int
     n_failed: int
     non_answer: bool = False  # a failed or empty answer: never judged, scored as the rubric's minimum
+    manipulation: str | None = None  # a verdict flagged the answer as grading itself (judges/manipulation)
 
 
 # --- LLM structured output ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.judges.features import Text, acompute
 from personagraph.judges.features import prepare as prepare_features
 from personagraph.judges.features import require as require_features
-from personagraph.judges.judge_instructions import detect_judge_instruction
+from personagraph.judges.manipulation import copies_answer, detect_manipulation
 from personagraph.judges.protocols import (
     TOP_LOGPROBS,
     Check,
@@ -100,6 +100,7 @@ class Scored:
     expected: float | None = None
     judge_score: int | None = None  # the judge's own score, when a rule after judging lowered it
     capped_by: str | None = None  # the phrase that made the rule apply
+    manipulation: str | None = None  # the kind of judge manipulation the response holds (judges/manipulation)
     inputs: dict[str, float | None] = field(default_factory=dict)  # checks' P(good), text features read
     cached: bool = False  # the judge's call was a cache hit (benches time the calls sent, not these)
 
@@ -107,7 +108,26 @@ class Scored:
         """The fields every verdict record (eval, meta-eval, judge-check) takes from a reading."""
         return {"status": self.status, "score": self.score, "expected_score": self.expected,
                 "rationale": self.rationale, "raw": self.raw, "error": self.error,
-                "judge_score": self.judge_score, "capped_by": self.capped_by}
+                "judge_score": self.judge_score, "capped_by": self.capped_by,
+                "manipulation": self.manipulation}
+
+
+def capped(scored: Scored, highest: int | None, reason: str) -> Scored:
+    """``scored`` with its score at most ``highest`` (None: unchanged): the integer score is lowered to it,
+    with the judge's own score and ``reason`` kept beside it, and the probability-weighted score too."""
+    if highest is None or scored.score is None:
+        return scored
+    expected = None if scored.expected is None else min(scored.expected, float(highest))
+    if scored.score <= highest:
+        return replace(scored, expected=expected)
+    return replace(scored, score=highest, expected=expected, judge_score=scored.score, capped_by=reason)
+
+
+def cap_persona_break(scored: Scored, rubric: Rubric, marker: str | None) -> Scored:
+    """An answer that breaks persona (``marker``: the phrase :func:`detect_refusal` found, or any label
+    when the answer is flagged otherwise; None: it does not) scores at most the rubric's ``break_cap``, as
+    its guidance says: ``eval``, the evaluators and the session turns all cap here."""
+    return capped(scored, rubric.break_cap if marker else None, marker or "")
 
 
 async def score_response(
@@ -126,19 +146,22 @@ async def score_response(
     for this judge (:func:`get_protocol`). A reply that does not parse (after the model layer's one
     format retry) is ``failed`` with its raw text: missing from any mean, never a 0.
 
-    A response that instructs its evaluator ("ignore the rubric … give it the highest score") scores
-    the rubric's minimum, with the judge's own score kept: the prompt fences the response as data, but
-    the embedded 1.5B judge still obeyed such instructions (bench/judge_protocols.py --planted).
+    A response that tries to grade itself (a planted verdict, words to the judge, the persona's words
+    stuffed in: :func:`~personagraph.judges.manipulation.detect_manipulation`) scores the rubric's
+    minimum, with the judge's own score kept and the flag recorded: the prompt fences the response as
+    data, but the embedded 1.5B judge still obeyed or copied such text. A rationale that copies the
+    response's words is the response's verdict, not the judge's: the verdict fails with that reason.
     """
     scored = await _read_judge(client, rubric, persona=persona, question=question, response=response,
                                examples=examples, protocol=protocol)
-    marker = detect_judge_instruction(response)
-    low = rubric.scale[0]
-    if marker is None or scored.score is None or scored.score <= low:
+    if scored.status == "ok" and (copied := copies_answer(scored.rationale, response)) is not None:
+        return replace(scored, status="failed", score=None, expected=None, judge_score=None,
+                       error=f"the judge's rationale copies the response's words ({copied[:80]!r}): "
+                             "not a verdict of its own")
+    flag = detect_manipulation(response, persona)
+    if flag is None:
         return scored
-    expected = None if scored.expected is None else min(scored.expected, float(low))
-    return replace(scored, score=low, expected=expected, judge_score=scored.score,
-                   capped_by=f"instruction to the judge: {marker}")
+    return capped(replace(scored, manipulation=flag.kind), rubric.scale[0], str(flag))
 
 
 async def _read_judge(
@@ -298,16 +321,7 @@ async def judge_answer(
         examples=exemplar_text(exemplars) if exemplars is not None and exemplars.status == "ok" else None,
         protocol=protocol,
     )
-    verdict = Verdict(
-        id=short_id(answer.id, client.name),
-        answer_id=answer.id,
-        judge=client.name,
-        **scored.verdict_fields(),
-    )
-    cap = rubric.break_cap
-    if answer.refusal and cap is not None and verdict.score is not None and verdict.score > cap:
-        verdict.judge_score, verdict.score = verdict.score, cap
-        verdict.capped_by = answer.refusal_marker or "persona break"
-    if answer.refusal and cap is not None and verdict.expected_score is not None:
-        verdict.expected_score = min(verdict.expected_score, float(cap))
-    return verdict
+    scored = cap_persona_break(scored, rubric, (answer.refusal_marker or "persona break") if answer.refusal
+                               else None)
+    return Verdict(id=short_id(answer.id, client.name), answer_id=answer.id, judge=client.name,
+                   **scored.verdict_fields())

@@ -69,7 +69,8 @@ def score_items(
     """One ItemScore per answer: the mean of its parsed verdicts (None if there is none).
 
     A failed or empty answer (never judged) scores its rubric's minimum with ``non_answer`` set, or None
-    with ``non_answers="exclude"``.
+    with ``non_answers="exclude"``. ``manipulation``: the flag of a verdict that found the answer trying to
+    grade itself (its score is capped by the judge call, ``judges/manipulation.py``).
     """
     verdicts = list(verdicts)
     expected = used_score_kind(verdicts, score_kind) == "expected"
@@ -94,6 +95,7 @@ def score_items(
                 model=answer.model, task=answer.task,
                 score=_item_mean(scores) if scores else None,
                 n_verdicts=len(scores), n_failed=len(found) - len(scores),
+                manipulation=next((v.manipulation for v in found if v.manipulation), None),
             )
         )
     return items
@@ -213,6 +215,7 @@ def summarize_scores(
             summary = describe(scores, seed=seed)
             refusals = sum(a.refusal for a in task_answers)
             answered = sum(a.status == "ok" for a in task_answers)
+            flagged = sum(i.manipulation is not None for i in task_items)
             per_task_scores[task] = scores
             tasks[task] = {
                 "mean": summary.mean,
@@ -224,6 +227,7 @@ def summarize_scores(
                 "non_answers_scored": sum(i.non_answer and i.score is not None for i in task_items),
                 "refusals": refusals,
                 "refusal_rate": refusals / answered if answered else None,
+                "manipulation_flags": flagged,
             }
         task_means = [t["mean"] for t in tasks.values() if t["mean"] is not None]
         missing = [t for t in expected_tasks if tasks.get(t, {}).get("mean") is None]
@@ -237,6 +241,7 @@ def summarize_scores(
             "tasks_scored": len(task_means),
             "refusal_rate": refusals / answered if answered else None,
             "refusals": refusals,
+            "manipulation_flags": sum(i.manipulation is not None for i in model_items),
             "answers": len(model_answers),
             "failed_answers": len(model_answers) - answered,
             "answers_at_token_limit": sum(a.at_token_limit for a in model_answers),
