@@ -197,7 +197,7 @@ async def test_async_session_judge_finds_the_break() -> None:
     metadata = found["metadata"]
     assert found["score"] == 5 and metadata["scale"] == [1, 5]  # on the rubric's scale
     assert [b["turn"] for b in metadata["breaks"]] == [2] and metadata["breaks"][0]["marker"] == "As an AI"
-    assert [t["score"] for t in metadata["turn_means"]] == [5.0, 2.0, 5.0]
+    assert [t["score"] for t in metadata["turn_means"]] == [5.0, 1.0, 5.0]  # the break capped, as in eval
 
 
 def test_the_langsmith_example_runs_offline(monkeypatch, capsys) -> None:

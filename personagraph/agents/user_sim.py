@@ -163,10 +163,17 @@ class SimulatedUser:
         self.name = name or str(getattr(speaker, "spec", None) or getattr(speaker, "name", "user"))
 
     async def next_message(self, view: UserView) -> UserTurn:
+        """The model's next message. Before the agent has said anything the stop marker is not a stop (a
+        small model writes it into its opener): the text before it is the message, and an opener that is
+        only the marker is an empty message, which ends the session as a failed turn."""
         reply = await self.speaker.complete(user_messages(view))
         if not reply.ok:
             return UserTurn("failed", error=reply.error)
         text, stopped = parse_user_text(reply.text)
+        if stopped and not any(m["role"] == "assistant" for m in view.history):
+            if not text:
+                return UserTurn("empty", error=f"the opening message was only the stop marker {STOP_TOKEN}")
+            stopped = False
         if not text and not stopped:
             return UserTurn("empty", error="empty user message")
         return UserTurn("ok", text, stop=stopped)

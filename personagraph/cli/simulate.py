@@ -119,6 +119,10 @@ def simulate_command(
     turns: int = typer.Option(
         4, "--turns", "-t", min=1, max=200, help="Agent replies per session (at most)."
     ),
+    min_turns: int = typer.Option(
+        1, "--min-turns", min=1, max=200,
+        help="Agent replies a session needs to count; one that ends with fewer is incomplete (exit 3).",
+    ),
     adversarial: bool = typer.Option(
         False,
         "--adversarial",
@@ -200,6 +204,7 @@ def simulate_command(
             user_persona=user_persona or None,
             scenario=scenario or None,
             turns=turns,
+            min_turns=min_turns,
             adversarial=adversarial,
             judges=[] if no_judge else (judge or [DEFAULT_JUDGE]),
             sessions=sessions,

@@ -66,6 +66,7 @@ class SessionState(TypedDict, total=False):
     scenario: str
     adversarial: bool
     max_turns: int
+    min_turns: int
     agent: str
     user: str
     judges: list[str]
@@ -108,6 +109,7 @@ async def start(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
     return {
         "session_id": state.get("session_id") or uuid.uuid4().hex[:12],
         "max_turns": state.get("max_turns") or DEFAULT_TURNS,
+        "min_turns": state.get("min_turns") or 1,
         "agent": state.get("agent") or ctx.agent.name,
         "user": state.get("user") or ctx.user.name,
         "judges": state.get("judges") or [j.name for j in ctx.judges],

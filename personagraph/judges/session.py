@@ -15,7 +15,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from personagraph.errors import PersonagraphError
-from personagraph.judges.judge import score_response
+from personagraph.judges.judge import cap_persona_break, score_response
+from personagraph.judges.protocols import fence
+from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.rubrics import load_rubric
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
@@ -45,8 +47,8 @@ async def score_turn(
     judges: list[ModelClient], persona: str, question: str, response: str
 ) -> tuple[dict[str, dict[str, int | None]], dict[str, dict[str, str]]]:
     """Scores one agent turn with every judge on the turn rubrics (the same rubrics and judge call as
-    ``eval``). Returns ``(scores, rationales)``: ``{judge: {task: score or None}}`` and the rationales
-    (a failed verdict is ``None`` with its error as rationale, never a score)."""
+    ``eval``, persona-break caps included). Returns ``(scores, rationales)``: ``{judge: {task: score or
+    None}}`` and the rationales (a failed verdict is ``None`` with its error as rationale, never a score)."""
     rubrics = [load_rubric(key) for key in TURN_RUBRICS]
     jobs = [(judge, rubric) for judge in judges for rubric in rubrics]
     results = await asyncio.gather(
@@ -55,13 +57,17 @@ async def score_turn(
             for judge, rubric in jobs
         )
     )
+    marker = detect_refusal(response)
+    results = [cap_persona_break(scored, rubric, marker)
+               for (_, rubric), scored in zip(jobs, results, strict=True)]
     scores: dict[str, dict[str, int | None]] = {}
     rationales: dict[str, dict[str, str]] = {}
     for (judge, rubric), scored in zip(jobs, results, strict=True):
         name = judge.name
         scores.setdefault(name, {})[rubric.task] = scored.score if scored.status == "ok" else None
+        capped = f" (capped from {scored.judge_score}: {scored.capped_by})" if scored.capped_by else ""
         rationales.setdefault(name, {})[rubric.task] = (
-            scored.rationale if scored.status == "ok" else f"(verdict failed: {scored.error})"
+            scored.rationale + capped if scored.status == "ok" else f"(verdict failed: {scored.error})"
         )
     return scores, rationales
 
@@ -116,8 +122,8 @@ async def judge_contradictions(
     messages = load_prompt("session_verdict").messages(
         task=rubric.task,
         rubric=rubric.text(),
-        persona=persona,
-        transcript=transcript_for_judge(turns),
+        persona=fence("PERSONA", persona),
+        transcript=fence("CONVERSATION", transcript_for_judge(turns)),
         low=rubric.scale[0],
         high=rubric.scale[1],
     )
@@ -254,6 +260,7 @@ def session_record(
         "scenario": values.get("scenario", ""),
         "adversarial": bool(values.get("adversarial")),
         "max_turns": values.get("max_turns"),
+        "min_turns": values.get("min_turns", 1),
         "agent": values.get("agent", ""),
         "user": values.get("user", ""),
         "judges": list(values.get("judges", [])),

@@ -116,6 +116,7 @@ class SimulateConfig(BaseModel):
     user_persona: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
     scenario: str | None = Field(None, max_length=MAX_PERSONA_CHARS)
     turns: int = Field(4, ge=1, le=MAX_TURNS)
+    min_turns: int = Field(1, ge=1, le=MAX_TURNS)  # fewer agent replies: the session is incomplete
     adversarial: bool = False
     judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
     sessions: int = Field(1, ge=1, le=10_000)
@@ -138,6 +139,8 @@ class SimulateConfig(BaseModel):
             raise ValueError("give either model or agent, not both")
         if not self.model and not self.agent:
             self.model = DEFAULT_AGENT
+        if self.min_turns > self.turns:
+            raise ValueError(f"min_turns {self.min_turns} is more than turns {self.turns}")
         self.judges = list(dict.fromkeys(self.judges))
         return self
 
@@ -150,8 +153,9 @@ class SimulateConfig(BaseModel):
         return self.user_agent or self.user_model
 
     def fingerprint(self) -> str:
-        """Identifies the work of one session (not how many sessions, how concurrently, or retries)."""
-        data = self.model_dump(exclude={"concurrency", "sessions", "retry_failed"})
+        """Identifies the work of one session (not how many sessions, how concurrently, retries, or the turns
+        a session needs to count)."""
+        data = self.model_dump(exclude={"concurrency", "sessions", "retry_failed", "min_turns"})
         return short_id(json.dumps(data, sort_keys=True))
 
 
@@ -167,6 +171,7 @@ class SessionSpec:
     adversarial: bool
     max_turns: int
     seed: int = 0
+    min_turns: int = 1
 
 
 def session_specs(config: SimulateConfig) -> list[SessionSpec]:
@@ -184,6 +189,7 @@ def session_specs(config: SimulateConfig) -> list[SessionSpec]:
                 adversarial=config.adversarial,
                 max_turns=config.turns,
                 seed=config.seed + index,
+                min_turns=config.min_turns,
             )
         )
     return specs
@@ -203,6 +209,7 @@ def session_numbers(record: dict[str, Any]) -> dict[str, Any]:
         "adversarial": record["adversarial"],
         "status": record["status"],
         "agent_turns": verdict["agent_turns"],
+        "min_turns": min_turns(record),
         "failed_turns": verdict["failed_turns"],
         "turns_at_token_limit": verdict.get("turns_at_token_limit", 0),  # 0 for sessions older than the count
         "stop_reason": record["stop_reason"],
@@ -228,7 +235,8 @@ class SimulateSummary(Summary):
 def build_summary(store: RunStore, session_ids: list[str] | None = None) -> SimulateSummary:
     """Per-session and overall numbers from the store's ``session`` records (optionally some sessions).
 
-    ``overall``: sessions, finished, agent_turns, failed_turns, turns_at_token_limit (agent replies that used
+    ``overall``: sessions, finished (with at least their ``min_turns`` agent replies), too_short (finished
+    with fewer: failed items), agent_turns, failed_turns, turns_at_token_limit (agent replies that used
     their whole max_tokens, judged as they stand), mean_score and task_means (means of the
     session means), drift_slope_mean, consistency_mean, contradictions_mean, break_rate (share of
     finished sessions with a break), breaks_by_level, first_break_turn_mean, stop_reasons.
@@ -241,6 +249,7 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
         records.sort(key=lambda r: order[r["id"]])
     sessions = [session_numbers(r) for r in records]
     finished = [s for s in sessions if s["status"] == "finished"]
+    short = [s for s in finished if s["agent_turns"] < s["min_turns"]]  # failed items, never done
 
     def mean_of(key: str, rows: list[dict[str, Any]]) -> float | None:
         values = [r[key] for r in rows if r[key] is not None]
@@ -257,7 +266,8 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
         stops[s["stop_reason"] or "unknown"] = stops.get(s["stop_reason"] or "unknown", 0) + 1
     overall = {
         "sessions": session_ids and len(session_ids) or len(sessions),
-        "finished": len(finished),
+        "finished": len(finished) - len(short),
+        "too_short": len(short),
         "agent_turns": sum(s["agent_turns"] for s in sessions),
         "failed_turns": sum(s["failed_turns"] for s in sessions),
         "turns_at_token_limit": sum(s["turns_at_token_limit"] for s in sessions),
@@ -280,12 +290,26 @@ def build_summary(store: RunStore, session_ids: list[str] | None = None) -> Simu
                            incomplete=overall["sessions"] - len(finished))
 
 
+def min_turns(record: dict[str, Any]) -> int:
+    """The agent replies a session needs to count (1 for records older than the field)."""
+    return int(record.get("min_turns") or 1)
+
+
 def session_failures(record: dict[str, Any]) -> list[FailedItem]:
     """A session's failed items: agent (``turns``) and user (``user turns``) turns that failed or came back
-    empty, turn scores a judge did not give (``turn verdicts``), failed ``session verdicts``."""
+    empty, turn scores a judge did not give (``turn verdicts``), failed ``session verdicts``, and a finished
+    session with fewer agent replies than its ``min_turns`` (``sessions``): nothing or too little was
+    judged, whatever ended it."""
     sid = record["id"]
     failed = []
-    for turn in record.get("turns", []):
+    turns = record.get("turns", [])
+    replies = sum(t.get("role") == "assistant" and t.get("status", "ok") == "ok" for t in turns)
+    if record.get("status") == "finished" and replies < min_turns(record):
+        failed.append(FailedItem(
+            stage="sessions", item=sid, model=record.get("agent") or None,
+            reason=f"{replies} agent turn(s), fewer than the {min_turns(record)} a session needs "
+                   f"(stopped: {record.get('stop_reason') or 'unknown'})"))
+    for turn in turns:
         where = f"{sid}/{turn.get('index')}"
         if turn.get("status", "ok") != "ok":
             agent = turn.get("role") == "assistant"
@@ -375,6 +399,7 @@ async def run_session(
             "scenario": spec.scenario,
             "adversarial": spec.adversarial,
             "max_turns": spec.max_turns,
+            "min_turns": spec.min_turns,
             "agent": context.agent.name,
             "user": context.user.name,
             "judges": judges,

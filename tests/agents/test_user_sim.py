@@ -90,7 +90,9 @@ def test_prompt_shows_the_conversation_from_the_users_side():
 async def test_simulated_user_turns():
     register_script("us-stop", lambda messages, schema: f"Well, goodbye then. {STOP_TOKEN}")
     register_script("us-empty", lambda messages, schema: "  ")
-    said = await SimulatedUser(ModelClient.create("test:us-stop", "user_sim")).next_message(_view())
+    history = [{"role": "user", "content": "Howdy!"}, {"role": "assistant", "content": "Well hello."}]
+    said = await SimulatedUser(ModelClient.create("test:us-stop", "user_sim")).next_message(
+        _view(history=history, turn=2))
     assert (said.status, said.text, said.stop) == ("ok", "Well, goodbye then.", True)
     said = await SimulatedUser(ModelClient.create("test:us-empty", "user_sim")).next_message(_view())
     assert said.status == "empty"
@@ -122,3 +124,12 @@ def test_default_scenarios_are_everyday_settings():
     by_name = {env.name: env.category for env in load_pool()}
     picked = {default_scenario(i, seed).split(":")[0] for i in range(40) for seed in (0, 1)}
     assert len(picked) > 10 and all(by_name[name] in CASUAL_CATEGORIES for name in picked)
+
+
+async def test_S2_a_stop_marker_in_the_opening_message_is_not_a_stop():
+    register_script("us-stop", lambda messages, schema: f"Well, goodbye then. {STOP_TOKEN}")
+    register_script("us-only-stop", lambda messages, schema: STOP_TOKEN)
+    said = await SimulatedUser(ModelClient.create("test:us-stop", "user_sim")).next_message(_view())
+    assert (said.status, said.text, said.stop) == ("ok", "Well, goodbye then.", False)
+    said = await SimulatedUser(ModelClient.create("test:us-only-stop", "user_sim")).next_message(_view())
+    assert (said.status, said.stop) == ("empty", False) and STOP_TOKEN in (said.error or "")
