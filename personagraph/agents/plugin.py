@@ -13,7 +13,9 @@
 Every kind except the last receives OpenAI-style messages (``{"role", "content"}`` dicts) with the
 persona system prompt first (``prompts/persona.yaml``, or the adapter's ``system_prompt``), so even a
 plain function can see who it is meant to be. A raised exception, an empty reply or a reply of an
-unexpected type becomes a failed :class:`~personagraph.models.Completion`, never an exception.
+unexpected type becomes a failed :class:`~personagraph.models.Completion`, never an exception; a
+:class:`~personagraph.errors.PersonagraphError` (the plug-in's own configuration is wrong, and its one line
+says what to set) ends the run as bad input does, since running the same command again cannot help.
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ class PluginAgent:
                     return Completion("failed", error=f"{self.name}: empty reply")
                 return result
             text = _reply_text(result, self.name)
+        except PersonagraphError:  # its configuration is wrong (the line says what to set): no item can succeed
+            raise
         except Exception as exc:  # noqa: BLE001 - a plug-in's failure is a failed reply, never a crash
             return Completion("failed", error=f"{self.name}: {type(exc).__name__}: {exc}"[:500])
         if not text.strip():

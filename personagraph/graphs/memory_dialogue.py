@@ -383,7 +383,10 @@ class _EnvMemoryAgent:
     def _build(self) -> MemoryAgent:
         spec = os.environ.get("PERSONAGRAPH_MEMORY_MODEL")
         if not spec:
-            raise PersonagraphError("set PERSONAGRAPH_MEMORY_MODEL to the memory agent's model spec")
+            raise PersonagraphError(
+                "personagraph.graphs.memory_dialogue:agent: PERSONAGRAPH_MEMORY_MODEL is not set; set it to the "
+                "memory agent's model spec: export PERSONAGRAPH_MEMORY_MODEL=local:qwen2.5-coder-0.5b"
+            )
         location = os.environ.get("PERSONAGRAPH_CHROMA_URL") or os.environ.get(
             "PERSONAGRAPH_MEMORY_DIR", "runs/memory"
         )

@@ -168,6 +168,8 @@ async def agent(state: SessionState, runtime: Runtime[SessionContext]) -> dict[s
         status = "ok" if reply.ok else "failed"
         text, error = (reply.text.strip() if reply.ok else ""), reply.error
         cut = reply.ok and reply.at_token_limit
+    except PersonagraphError:  # the agent's configuration is wrong (its line says what to set): the run stops
+        raise
     except Exception as exc:  # noqa: BLE001 - an agent must not crash the session: a failed turn
         status, text, error, cut = "failed", "", f"{type(exc).__name__}: {exc}"[:500], False
     if status == "ok" and not text:

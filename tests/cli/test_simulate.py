@@ -304,3 +304,13 @@ def test_judge_session_missing_file(tmp_path):
         "judge-session", str(tmp_path / "nope.jsonl"), "--judge", "test:j", "--run-dir", str(tmp_path)
     )
     assert result.exit_code == 2 and "nope.jsonl: no such file" in result.output
+
+
+def test_a_plugin_without_its_configuration_stops_with_the_line_that_sets_it(tmp_path, monkeypatch) -> None:
+    """The memory agent as a plug-in needs PERSONAGRAPH_MEMORY_MODEL: without it the command exits 2 with the
+    line that sets it, not 3 with failed turns and a promise that running it again helps."""
+    monkeypatch.delenv("PERSONAGRAPH_MEMORY_MODEL", raising=False)
+    result = invoke("simulate", "--persona", PERSONA, "--agent", "personagraph.graphs.memory_dialogue:agent",
+                    *TEST_MODELS, "--turns", "2", "--run-dir", str(tmp_path / "run"))
+    assert result.exit_code == 2, result.output
+    assert "export PERSONAGRAPH_MEMORY_MODEL=" in result.output and "run the same command again" not in result.output

@@ -4,7 +4,8 @@ Markers (an HTML comment on the line before a fenced block; the site does not sh
 
 - ``<!-- runnable -->`` before a ```` ```python ```` block: executed (the page's Python blocks share one
   namespace, in page order); before a ```` ```bash ```` block: each ``personagraph …`` command in it is run
-  and must exit 0 (other commands are not allowed in a runnable block).
+  and must exit 0, after its ``export NAME=value …`` lines set the environment (other commands are not
+  allowed in a runnable block).
 - ``<!-- file: PATH -->`` before any block: its text is written to ``PATH`` first (data a later block reads).
 
 A page's blocks run in order in one fresh directory, as a reader following the page would. Every model
@@ -95,7 +96,7 @@ def test_the_docs_have_runnable_blocks() -> None:
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=[p.relative_to(ROOT).as_posix() for p in RUNNABLE])
-def test_runnable_blocks_run(page: Path, offline: Path) -> None:
+def test_runnable_blocks_run(page: Path, offline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     namespace: dict[str, object] = {"__name__": "__main__"}
     for number, (kind, what, code) in enumerate(blocks(page), 1):
         where = f"{page.relative_to(ROOT)} block {number}"
@@ -107,6 +108,10 @@ def test_runnable_blocks_run(page: Path, offline: Path) -> None:
             exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the docs' own examples
         elif what in ("bash", "sh", "console"):
             for words in shell_commands(code):
+                if words[0] == "export":
+                    for assignment in words[1:]:
+                        monkeypatch.setenv(*assignment.split("=", 1))
+                    continue
                 assert words[0] == "personagraph", f"{where}: only personagraph commands run here: {words}"
                 result = CliRunner().invoke(app, words[1:])
                 assert result.exit_code == 0, (
@@ -116,3 +121,33 @@ def test_runnable_blocks_run(page: Path, offline: Path) -> None:
         else:
             pytest.fail(f"{where}: a runnable block must be python or bash, not {what!r}")
     sys.stdout.flush()
+
+
+NOT_RUN_HERE = {
+    ("docs/guides/evaluate.md", "personagraph ask"): "the page's overview; its runnable blocks run eval",
+    ("docs/guides/evaluate.md", "personagraph eval"): "the page's overview, with a personas.txt of one's own",
+    ("docs/guides/memory.md", "personagraph memory eval-retrieval"): "needs the MADial-Bench data files",
+    ("docs/guides/memory.md", "personagraph memory eval-dialogue"): "needs the MADial-Bench data files",
+    ("docs/guides/metrics.md", "personagraph behavior-alignment"): "needs the INSPIRED dialogues",
+    ("docs/guides/metrics.md", "personagraph longlamp"): "needs LongLaMP records",
+    ("docs/guides/models.md", "personagraph eval"): "needs a running OpenAI-compatible server",
+    ("docs/guides/sessions.md", "personagraph chat"): "interactive: a person types the user's turns",
+    ("docs/guides/testing.md", ".venv/bin/python -m"): "runs pytest on the embedded models",
+}
+"""The guides' commands that the runnable blocks do not run, each with why it cannot run here."""
+
+
+def test_every_guide_command_runs_or_says_why_not() -> None:
+    """A guide's command is run as written (a runnable block) or listed in :data:`NOT_RUN_HERE` with its
+    reason: a command that needs setting up which its page never mentions cannot hide in a plain block."""
+    unrun = set()
+    for page in sorted((ROOT / "docs" / "guides").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"^(<!-- [^\n]*-->[ \t]*\n)?```(?:bash|sh|console)[^\n]*\n(.*?)^```", text,
+                                 re.MULTILINE | re.DOTALL):
+            if match.group(1):
+                continue
+            for words in shell_commands(match.group(2)):
+                command = words[:3] if words[1:2] == ["memory"] else words[:2]  # the command and subcommand
+                unrun.add((page.relative_to(ROOT).as_posix(), " ".join(command)))
+    assert unrun == set(NOT_RUN_HERE), "run these in a runnable block, or list them with why they cannot run"
