@@ -457,6 +457,7 @@ def _persona_failure(summary: EvalSummary, run_dir: Path, persona: str, min_scor
     lines += problems
     lines.append("lowest-scored answers:")
     lines += _answers_text(run_dir, model, set(failing))
+    lines += [f"judge {line}" for line in summary.judge_validity.values()]
     lines.append(f"report: {_report(run_dir)}")
     return "\n".join(lines)
 
@@ -507,6 +508,7 @@ def _session_failure(summary: SimulateSummary, run_dir: Path, min_consistency: f
     lines += _run_problems(summary)
     if not lines:
         return None
+    lines += [f"judge {line}" for line in summary.judge_validity.values()]
     lines.append(f"report: {_report(run_dir)}")
     return "\n".join(lines)
 

@@ -24,6 +24,12 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _validity_cards(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity cards a test saves go to a folder of its own, and no card of the machine's user is read."""
+    monkeypatch.setenv("PERSONAGRAPH_CARDS_DIR", str(tmp_path_factory.mktemp("cards")))
+
+
+@pytest.fixture(autouse=True)
 def _likelihood_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests of the real embedded models score likelihoods with the packaged 1.5B on its engine."""
     if "embedded" in request.keywords:

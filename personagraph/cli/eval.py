@@ -31,7 +31,7 @@ from personagraph.errors import PersonagraphError
 from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.personas import load_personas
 from personagraph.report.sections import control_lines, controls_table, samples_table
-from personagraph.report.view import render_summary, rich_table
+from personagraph.report.view import render_summary, rich_table, validity_text
 from personagraph.runs.base import make_config
 from personagraph.runs.eval import DEFAULT_JUDGE, DEFAULT_MODEL, QUICK, EvalConfig, EvalSummary
 from personagraph.runs.eval import run as run_eval
@@ -138,6 +138,8 @@ def eval_command(
                               soft_wrap=True)
         shown = summary.model_dump()
         console.print(render_summary(shown))
+        if (validity := validity_text(shown)) is not None:
+            console.print(validity, soft_wrap=True)
         if (table := samples_table(shown)) is not None:
             console.print(rich_table(table))
         if (table := controls_table(shown)) is not None:

@@ -23,6 +23,7 @@ from personagraph.cli._common import (
 from personagraph.errors import PersonagraphError
 from personagraph.models.settings import MAX_CONCURRENCY
 from personagraph.runs.base import make_config
+from personagraph.report.view import validity_text
 from personagraph.runs.simulate import (
     DEFAULT_AGENT,
     DEFAULT_JUDGE,
@@ -253,6 +254,8 @@ def simulate_command(
                 config, run_dir, settings=settings, checkpoint_url=checkpoint_url, on_event=on_event
             )
         console.print(render_sessions(summary.model_dump()))
+        if (validity := validity_text(summary.model_dump())) is not None:
+            console.print(validity, soft_wrap=True)
         o = summary.overall
         line = (
             f"LLM calls this run: {summary.llm_calls} · cache hits: {summary.cache_hits} · "

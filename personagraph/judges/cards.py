@@ -3,7 +3,7 @@ one line beside every score that judge gives.
 
 A card belongs to one judge spec, one protocol version and, per criterion, one rubric fingerprint: a card
 of another protocol or of an edited rubric is never shown for a judge. Cards a user's runs saved are in
-``<cache>/validity/``; the embedded judge's ships with the package (``judges/cards/``), measured on the
+``<cache>/validity/`` (or ``$PERSONAGRAPH_CARDS_DIR``); the embedded judge's ships with the package (``judges/cards/``), measured on the
 benchmarks' development halves and labelled so. A user's card wins over a shipped one.
 """
 
@@ -18,13 +18,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from personagraph.judges.meta_eval import EXPECTED_SUFFIX, Criterion, CriterionCatalogue
-from personagraph.judges.protocols import Protocol
+from personagraph.judges.protocols import Protocol, get_protocol
 from personagraph.models.weights import cache_root
 from personagraph.resources import list_dir, read_text
 from personagraph.schemas import short_id
 from personagraph.version import __version__
 
 SHIPPED = "judges/cards"
+CARDS_ENV = "PERSONAGRAPH_CARDS_DIR"  # where a user's cards are kept (default <cache>/validity)
 
 
 class Figure(BaseModel):
@@ -59,7 +60,7 @@ class Card(BaseModel):
 
 
 def user_cards() -> Path:
-    return cache_root() / "validity"
+    return Path(os.environ.get(CARDS_ENV) or cache_root() / "validity")
 
 
 def _file_name(judge: str, protocol: str) -> str:
@@ -111,9 +112,10 @@ def _section_figure(section: str, result: dict[str, Any], judge: str) -> Figure 
     name = judge + EXPECTED_SUFFIX if judge + EXPECTED_SUFFIX in rows else judge
     rho = row["spearman"]
     best = result.get("best_baseline")
-    pairwise = result.get("pairwise", {}).get(name, {}).get("pairwise_accuracy", {}).get("value")
+    paired = result.get("pairwise", {}).get(name, {})
+    pairwise = paired.get("pairwise_accuracy", {}).get("value")
     return Figure(
-        section=section, n=row["n"], spearman=rho["value"], ci_low=rho["ci_low"], ci_high=rho["ci_high"],
+        section=section, n=paired.get("n_pairs", row["n"]), spearman=rho["value"], ci_low=rho["ci_low"], ci_high=rho["ci_high"],
         pairwise=pairwise, best_baseline=best,
         baseline_spearman=result["baselines"][best]["spearman"]["value"] if best else None,
         reference_spearman=(result.get("reference") or {}).get("spearman", {}).get("value"),
@@ -174,16 +176,17 @@ def figure_text(figure: Figure) -> str:
 
 def validity_line(judge: str, protocol: Protocol, criteria: list[str]) -> str:
     """One line on what a judge's scores are worth: its agreement with people on the criteria it judges
-    that a card measured (for the rubric it reads now), with CI, n and date; or how to measure it."""
+    (names or keys) that a card measured for the rubric it reads now, with CI, n and date; or how to
+    measure it."""
     how = f"not measured against people: run `personagraph meta-eval --benchmark persona -j {judge}`"
     card = find_card(judge, protocol)
     if card is None:
         return f"{judge} ({protocol.name}): {how}"
     catalogue = CriterionCatalogue()
     parts = []
-    for key in criteria:
-        figures = card.criteria.get(key)
-        current = catalogue.resolve(key)
+    for name in criteria:
+        current = catalogue.resolve(name)
+        figures = None if current is None else card.criteria.get(current.key)
         if figures is None or current is None or figures.fingerprint != current.fingerprint:
             continue
         parts.append(f"{figures.task}: " + ", ".join(figure_text(f) for f in figures.figures))
@@ -192,3 +195,8 @@ def validity_line(judge: str, protocol: Protocol, criteria: list[str]) -> str:
     sample = f", {card.sample} per subset" if card.sample else ""
     return (f"{judge} ({protocol.name}) vs people: " + "; ".join(parts)
             + f" — measured {card.measured} on {card.data}{sample}")
+
+
+def validity_lines(judges: list[str], protocol: str | None, criteria: list[str]) -> dict[str, str]:
+    """Each judge's :func:`validity_line` under the protocol a run asks it with (its default when None)."""
+    return {judge: validity_line(judge, get_protocol(protocol, judge), criteria) for judge in judges}

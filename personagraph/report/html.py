@@ -168,6 +168,10 @@ def _headline(runs: list[Run], page: Page) -> Section | None:
         for line, warn in judge_verdicts(judge_check_of(run)) if run.is_eval else []:
             extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
                          f"Judge validity of {esc(run.name)}: {esc(line)}</p>")
+        for judge, line in (run.summary.get("judge_validity") or {}).items():
+            measured = "not measured against people" not in line
+            extra.append(f'<p class="{"note" if measured else "bad"}">Judge {esc(judge)} against people: '
+                         f"{esc(line)}</p>")
         for line, warn in control_lines(run.summary) if run.is_eval else []:
             extra.append(f'<p class="{"bad" if warn else "note"}">{"⚠ " if warn else ""}'
                          f"Control arms of {esc(run.name)}: {esc(line)}</p>")

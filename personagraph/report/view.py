@@ -212,6 +212,19 @@ class Columns:
             yield Text("\n".join(legend), style="dim", overflow="fold")
 
 
+def validity_text(summary: dict[str, Any]) -> Text | None:
+    """Each judge's validity line (how its scores agreed with people, or how to measure that), or None."""
+    lines = summary.get("judge_validity") or {}
+    if not lines:
+        return None
+    text = Text()
+    for i, line in enumerate(lines.values()):
+        measured = "not measured against people" not in line
+        text.append(("\n" if i else "") + ("judge " if measured else "⚠ judge ") + line,
+                    style="dim" if measured else "yellow")
+    return text
+
+
 def _eval_view(run: Run) -> list[RenderableType]:
     parts: list[RenderableType] = [render_summary(run.summary)]
     rows = headline(run)
@@ -308,6 +321,8 @@ def view(run: Run) -> RenderableType:
     if not run.is_eval:  # an eval run shows the verdict lines under its PersonaScore table
         parts += [Text(line, style="bold red" if warn else "green") for line, warn in judge_verdicts(check)]
     parts += [rich_table(table) for table in headline_tables([run]) if not (run.is_eval and _is_eval_table(table))]
+    if (validity := validity_text(run.summary)) is not None:
+        parts.append(validity)
     parts += _usage(run)
     if len(parts) == 1 + bool(run.in_progress):
         kinds = ", ".join(f"{k} ({n})" for k, n in sorted((k, len(v)) for k, v in run.records.items())) or "none"

@@ -22,6 +22,7 @@ from personagraph.environments import load_tasks
 from personagraph.errors import PersonagraphError
 from personagraph.graphs.persona_eval import QUESTION_BATCH, Scoring
 from personagraph.judges.base import Judge
+from personagraph.judges.cards import validity_lines
 from personagraph.judges.judge import ready_protocol
 from personagraph.judges.protocols import reads_exemplars
 from personagraph.judges.scoring import score_items, summarize_scores, used_score_kind
@@ -177,6 +178,8 @@ class EvalSummary(Summary):
     # answers the store holds for samples past ``samples`` (a run with more ``--samples`` wrote them): left out
     # of every score, kept for a run that asks for them
     answers_not_asked: int = 0
+    # per judge, one line: how its scores agreed with people (its validity card), or how to measure it
+    judge_validity: dict[str, str] = Field(default_factory=dict)
 
 
 def check_judges(config: EvalConfig) -> None:
@@ -376,6 +379,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
         answers_not_asked=len(stored) - len(every_answer),
     )
     mark_unscored(summary, answers, verdicts, config.judges)
+    summary.judge_validity = validity_lines(config.judges, config.judge_protocol, list(TASK_NAMES))
     return summary
 
 

@@ -128,16 +128,16 @@ async def run(
             )
             for spec in judges
         }
+        # one verdict per judged content: an item in two subsets (a reply rated twice) is judged once
+        asking = {verdict_id(item, criteria[item.criterion], spec, protocols[spec]): (item, spec)
+                  for item in items for spec in judges}
         todo = []
-        for item in items:
-            for spec in judges:
-                stored = store.get(
-                    RECORD_KIND, verdict_id(item, criteria[item.criterion], spec, protocols[spec])
-                )
-                verdict = MetaVerdict.model_validate(stored) if stored is not None else None
-                if verdict is None or the_run.pending(_failures([verdict])):
-                    todo.append((item, spec))
-        asked = len(items) * len(judges)
+        for key, (item, spec) in asking.items():
+            stored = store.get(RECORD_KIND, key)
+            verdict = MetaVerdict.model_validate(stored) if stored is not None else None
+            if verdict is None or the_run.pending(_failures([verdict])):
+                todo.append((item, spec))
+        asked = len(asking)
         the_run.expect(STAGE, asked, reused=asked - len(todo))
         gate = asyncio.Semaphore(config.concurrency)
 
@@ -181,7 +181,7 @@ def benchmark_record(config: MetaEvalConfig, loaded: benchmarks.Loaded) -> dict[
     chosen = benchmarks.resolve(config.benchmark)
     return {
         "names": [b.name for b in chosen],
-        "dir": config.benchmark_dir,
+        "dir": str(Path(config.benchmark_dir).resolve()) if config.benchmark_dir else None,
         "sample": config.sample,
         "files": loaded.files,
         "subsets": {s.group: {"description": s.description, "reference": b.reference, "citation": b.citation,

@@ -67,6 +67,7 @@ from personagraph.agents.user_sim import SimulatedUser, User, default_scenario, 
 from personagraph.errors import PersonagraphError
 from personagraph.graphs.session import SessionContext, build_graph
 from personagraph.judges.base import Judge
+from personagraph.judges.cards import validity_lines
 from personagraph.judges.refusal import detect_refusal
 from personagraph.judges.session import (
     SESSION_RUBRIC,
@@ -230,6 +231,8 @@ class SimulateSummary(Summary):
     judges: list[str] = Field(default_factory=list)
     skipped_judges: list[str] = Field(default_factory=list)
     tokens: list[dict[str, Any]] = Field(default_factory=list)
+    # per judge, one line: how its turn scores agreed with people (its validity card), or how to measure it
+    judge_validity: dict[str, str] = Field(default_factory=dict)
 
 
 def build_summary(store: RunStore, session_ids: list[str] | None = None) -> SimulateSummary:
@@ -431,6 +434,7 @@ def _record_meta(run: Run, checkpoint_url: str | None, source: str) -> None:
 def _finish(run: Run, ids: list[str], judges: list[str], skipped: list[str]) -> SimulateSummary:
     summary = build_summary(run.store, ids)
     summary.judges, summary.skipped_judges = judges, skipped
+    summary.judge_validity = validity_lines(judges, None, list(TURN_RUBRICS))
     return run.finish(summary)
 
 

@@ -10,6 +10,7 @@ subset of the upstream file: its sha256 is recorded, not required.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import sys
 import tempfile
@@ -120,7 +121,7 @@ def download(file: SourceFile, target: Path, *, progress: IO[str]) -> None:
                         progress.write(f"\rdownloading {file.url}: {received / 1e6:.1f} / "
                                        f"{file.size / 1e6:.1f} MB")
                         progress.flush()
-            except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
                 reason = getattr(exc, "reason", None) or exc
                 raise PersonagraphError(f"cannot download {file.url} ({reason}); {way_around}") from None
             finally:
