@@ -99,6 +99,7 @@ class _Patterns:
             rf"{alt('ignore_verbs')}[ \t]+(?:[\w'-]+[ \t]+){{0,4}}?{alt('followed')}"
             rf"|(?:{_words(data['ignore_verbs_cjk'])}).{{0,12}}?(?:{_words(data['followed_cjk'])})", flags)
         stuffing = data.get("stuffing") or {}
+        self.phrase_repeats = int(stuffing.get("phrase_repeats", 4))
         self.repeats = int(stuffing.get("repeats", 6))
         self.share = float(stuffing.get("share", 0.2))
 
@@ -143,15 +144,29 @@ def _address(text: str) -> str | None:
 
 
 def _stuffing(text: str, persona: str) -> str | None:
-    """The persona word repeated most, when the persona's words fill the answer (see the YAML)."""
+    """What shows the persona's words filling the answer (see the YAML): a phrase of persona words (two or
+    more, at most one other word apart: "retired cowboy from Texas") restated ``phrase_repeats`` times, or
+    persona words repeated ``repeats`` times beyond their first use and making up ``share`` of the words."""
     from personagraph.judges.features import content_words
 
     patterns = _patterns()
     own = {_stem(w) for w in content_words(persona)}
     if not own:
         return None
-    words = re.findall(r"[^\W\d_]+", text.lower())
-    hits = Counter(stem for w in words if len(w) >= 3 and (stem := _stem(w)) in own)
+    words = [_stem(w) for w in re.findall(r"[^\W\d_]+", text.lower())]
+    marks = [i for i, w in enumerate(words) if len(w) >= 3 and w in own]
+    phrases: Counter[tuple[str, ...]] = Counter()
+    run: list[int] = []
+    for i in [*marks, None]:
+        if i is not None and run and i - run[-1] <= 2:
+            run.append(i)
+            continue
+        if len(run) >= 2:
+            phrases[tuple(words[j] for j in run)] += 1
+        run = [] if i is None else [i]
+    if phrases and (top := phrases.most_common(1)[0])[1] >= patterns.phrase_repeats:
+        return f"the persona phrase {' '.join(top[0])!r} ×{top[1]}"
+    hits = Counter(words[i] for i in marks)
     repeats = sum(hits.values()) - len(hits)
     if repeats < patterns.repeats or sum(hits.values()) < patterns.share * len(words):
         return None
