@@ -1,34 +1,33 @@
-"""bench/judge_protocols.py on the deterministic test models: what a verdict read is recorded and said."""
+"""bench/judge_protocols.py on the deterministic test judge: one meta-eval run per protocol, one row per subset."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
-
-from bench.judge_protocols import judge_all, load
-from personagraph.models.testing import register_script
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _repeats_one_answer(messages: list, schema: dict | None) -> str:
-    """A writer that gives every score the same example answer (as a 1.5B often does), and a judge."""
-    if schema and "score_1" in schema.get("properties", {}):
-        return json.dumps({f"score_{s}": "I cannot role-play." for s in range(1, 6)})
-    return json.dumps({"rationale": "It fits the persona.", "score": 4})
-
-
-def test_verdicts_without_their_exemplars_are_counted_and_said(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    register_script("repeater", _repeats_one_answer)
-    judged, _ = load(tmp_path, ["rubric_dev"], per_file=0, seed=0)
-    args = argparse.Namespace(judge="test:repeater", base_url=None, concurrency=2, exemplars=True,
-                              cache=tmp_path / "cache")
-    rows = asyncio.run(judge_all(args, judged[:4], ["rationale"]))
-    assert [r["status"] for r in rows] == ["ok"] * 4  # a verdict without examples is still a verdict
-    assert not any(r["read_exemplars"] for r in rows)
-    said = capsys.readouterr().out
-    assert "verdicts read the rubric alone" in said and "4 of 4 verdicts" in said
-    assert "must differ" in said  # the writer's error, as validation gave it
+def test_each_protocol_is_a_meta_eval_run_and_the_table_has_a_row_per_subset(tmp_path: Path) -> None:
+    contexts = [{"context": f"hello\nwhat do you do {c} ?", "fact": "your persona: i ride horses.\n",
+                 "responses": [{"response": text, "Uses Knowledge": [k, k, k], "Overall": [o, 3, 3]}
+                               for text, k, o in (("i ride horses", 1, 5), ("ok", 0, 1), (f"horses {c}", 1, 4))]}
+                for c in range(4)]
+    (tmp_path / "data" / "usr").mkdir(parents=True)
+    (tmp_path / "data" / "usr" / "pc_usr_data.json").write_text(json.dumps(contexts))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "judge_protocols.py"), "--judge", "test:judge", "--protocols",
+         "rationale,score", "--benchmark", "usr-personachat", "--benchmark-dir", str(tmp_path / "data"),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert (tmp_path / "out" / "rationale" / "meta_eval.json").is_file()
+    assert (tmp_path / "out" / "score" / "meta_eval.json").is_file()
+    rows = [line for line in lines if line.startswith("usr-personachat/")]
+    assert [r.split(" | ")[0] for r in rows] == ["usr-personachat/uses_knowledge", "usr-personachat/overall"]
+    assert all(len(r.split(" | ")) == 6 for r in rows)
+    assert lines[-1].startswith("best test:judge usr-personachat/uses_knowledge=")
