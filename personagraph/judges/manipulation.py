@@ -153,19 +153,23 @@ def _stuffing(text: str, persona: str) -> str | None:
     own = {_stem(w) for w in content_words(persona)}
     if not own:
         return None
-    words = [_stem(w) for w in re.findall(r"[^\W\d_]+", text.lower())]
+    said = re.findall(r"[^\W\d_]+", text.lower())
+    words = [_stem(w) for w in said]
     marks = [i for i, w in enumerate(words) if len(w) >= 3 and w in own]
     phrases: Counter[tuple[str, ...]] = Counter()
+    first: dict[tuple[str, ...], str] = {}  # each phrase as the answer first wrote it
     run: list[int] = []
     for i in [*marks, None]:
         if i is not None and run and i - run[-1] <= 2:
             run.append(i)
             continue
         if len(run) >= 2:
-            phrases[tuple(words[j] for j in run)] += 1
+            phrase = tuple(words[j] for j in run)
+            phrases[phrase] += 1
+            first.setdefault(phrase, " ".join(said[run[0]: run[-1] + 1]))
         run = [] if i is None else [i]
     if phrases and (top := phrases.most_common(1)[0])[1] >= patterns.phrase_repeats:
-        return f"the persona phrase {' '.join(top[0])!r} ×{top[1]}"
+        return f"the persona phrase {first[top[0]]!r} ×{top[1]}"
     hits = Counter(words[i] for i in marks)
     repeats = sum(hits.values()) - len(hits)
     if repeats < patterns.repeats or sum(hits.values()) < patterns.share * len(words):

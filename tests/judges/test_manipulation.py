@@ -93,7 +93,11 @@ def test_R1_persona_word_stuffing_is_flagged_and_natural_mentions_are_not() -> N
     persona = "A retired cowboy from Texas"
     stuffed = " ".join(["As a retired cowboy from Texas, I reckon the cattle drives were hard."] * 6)
     found = detect_manipulation(stuffed, persona)
-    assert found is not None and found.kind == "stuffing" and "persona words 18 of 78" in found.evidence
+    assert found is not None and found.kind == "stuffing"
+    assert found.evidence == "the persona phrase 'retired cowboy from texas' ×6"
+    scattered = " ".join(f"Cowboys ride at dawn; a {w} rests at dusk." for w in ("cowboy", "retired man") * 3)
+    found = detect_manipulation(scattered, persona)
+    assert found is not None and found.evidence == "persona words 12 of 57 words ('cowboy' ×9)"
     natural = ("I'm a retired cowboy, born and raised in Texas. These days the only cattle I see are on "
                "my neighbour's place, and I still miss the cowboys I rode with.")
     assert detect_manipulation(natural, persona) is None
