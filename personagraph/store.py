@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, closing, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,18 @@ def _results_without_store(run_dir: Path) -> list[str]:
     return [name for name in names if name in RESULT_FILES or name.endswith("_summary.json")]
 
 
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return (info.st_dev, info.st_ino)
+
+
+def _entries(folder: Path) -> set[str]:
+    """The names in ``folder`` (none when it cannot be listed)."""
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
+
+
 def _holder_name(fd: int) -> str:
     """The holder a lock file names ("process N on HOST"; it writes ``pid host``)."""
     holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
@@ -233,14 +245,20 @@ class RunLock:
     process has the directory open, so the kernel drops it when the process dies: a lock left by a crash
     is recovered by the next run, whatever the file says. The file holds ``pid host`` for the error
     message. Within one process the lock is shared (counted), so nested stores on one directory work.
+    A local memory bank's writers take the same kind of lock on their folder (``name``, ``flag``), waiting
+    ``wait_s`` for the holder before they refuse.
     """
 
     _held: dict[Path, tuple[int, int]] = {}  # resolved lock path → (file descriptor, users)
     _guard = threading.Lock()
 
-    def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir).resolve() / LOCK_FILE  # the directory resolved, never the lock file itself
+    def __init__(self, run_dir: str | Path, *, name: str = LOCK_FILE, flag: str = "--run-dir",
+                 wait_s: float = 0.0) -> None:
+        self.path = Path(run_dir).resolve() / name  # the directory resolved, never the lock file itself
+        self._flag = flag  # the option naming the directory, for the message of a refusal
+        self._wait_s = wait_s  # how long to wait for the holder to finish before refusing
         self._released = False
+        self.made = False  # this lock made the lock file (a refused start removes it again)
         with self._guard:
             fd, users = self._held.get(self.path, (-1, 0))
             if users == 0:
@@ -248,19 +266,36 @@ class RunLock:
             self._held[self.path] = (fd, users + 1)
 
     def _acquire(self) -> int:
-        try:  # O_NOFOLLOW: a planted link is refused, never followed (and its target truncated)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except OSError as exc:
-            _refuse_link(self.path)
-            raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            who = _holder_name(fd)
-            os.close(fd)
-            raise PersonagraphError(
-                f"{self.path.parent}: in use by {who}; wait for it to finish or use another --run-dir"
-            ) from None
+        """Opens and locks the lock file. A refused start removes the lock file it made while it still holds
+        it, so a process that opened that file meanwhile may lock a file no longer in the directory: the
+        file locked must be the one at the path, else it is opened again."""
+        deadline = time.monotonic() + self._wait_s
+        while True:
+            fd, made = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                who = _holder_name(fd)
+                os.close(fd)
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise PersonagraphError(
+                    f"{self.path.parent}: in use by {who}; wait for it to finish or use another {self._flag}"
+                ) from None
+            try:
+                current = os.stat(self.path, follow_symlinks=False)
+            except OSError:
+                current = None
+            if current is not None and (current.st_dev, current.st_ino) == _identity(os.fstat(fd)):
+                break
+            os.close(fd)  # removed by the process that held it: try the directory's file again
+            if not self.path.parent.is_dir():
+                raise PersonagraphError(
+                    f"{self.path.parent}: another process began a run there and removed it again; "
+                    "run the same command again"
+                )
+        self.made = made
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
@@ -269,6 +304,18 @@ class RunLock:
             os.close(fd)
             raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
         return fd
+
+    def _open(self) -> tuple[int, bool]:
+        """The lock file's descriptor and whether this call made the file (O_NOFOLLOW: a planted link is
+        refused, never followed and its target truncated)."""
+        try:
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), True
+            except FileExistsError:
+                return os.open(self.path, os.O_RDWR | os.O_NOFOLLOW), False
+        except OSError as exc:
+            _refuse_link(self.path)
+            raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
 
     @staticmethod
     def holder(run_dir: str | Path) -> str | None:
@@ -288,8 +335,10 @@ class RunLock:
         finally:
             os.close(fd)
 
-    def release(self) -> None:
-        """Lets go of the lock (idempotent); the last user in the process unlocks the file."""
+    def release(self, *, remove: bool = False, remove_dir: bool = False) -> None:
+        """Lets go of the lock (idempotent); the last user in the process unlocks the file. ``remove``: the
+        lock file goes too when this lock made it and nobody else in the process uses it (a refused start),
+        and with ``remove_dir`` its directory when that is empty then."""
         with self._guard:
             if self._released:
                 return
@@ -298,6 +347,11 @@ class RunLock:
             if users > 1:
                 self._held[self.path] = (fd, users - 1)
                 return
+            if remove and self.made:
+                with suppress(OSError):  # while still held: see _acquire
+                    os.unlink(self.path)
+                    if remove_dir:
+                        self.path.parent.rmdir()
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -329,29 +383,53 @@ class RunStore:
         if readonly and not self.path.is_file():
             raise PersonagraphError(f"{self.run_dir}: not a run directory (no {STORE_FILE})")
         self.created = False  # this store made its run.sqlite (a refused start removes what it made)
+        self.checked_checkpoints = False  # the checkpoint store was found sound when this store opened
+        self._made_dir = False
+        self._before: set[str] = set()
         if not readonly:
-            self._make_dir()
+            self._made_dir = self._make_dir()
             refuse_links(self.run_dir, (*STORE_FILES, *RUN_FOLDERS))
-            self._refuse_lost_store()
-            self.created = not self.path.exists()
         self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
         self._check_reads = readonly  # a writable store checked every row when it opened (_verify)
         try:
+            if not readonly:  # under the lock: no other process adds or removes run files now
+                self._before = _entries(self.run_dir)
+                self.created = STORE_FILE not in self._before
+                self._refuse_lost_store()
             self._open(readonly, write_behind)
         except BaseException:
-            self._release_run_lock()
+            if hasattr(self, "_db"):
+                self._db.close()
+            self._remove_made(readonly)
             raise
 
-    def _make_dir(self) -> None:
-        """Creates the run directory, or says in one line why it cannot be."""
+    def _make_dir(self) -> bool:
+        """Creates the run directory, or says in one line why it cannot be; True when this call made it."""
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise PersonagraphError(f"--run-dir {self.run_dir}: exists and is not a directory")
+        where = f"--run-dir {self.run_dir}"
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.run_dir.mkdir(parents=True)
         except (NotADirectoryError, FileExistsError):
-            raise PersonagraphError(f"--run-dir {self.run_dir}: a part of the path is a file, not a directory") from None
+            if self.run_dir.is_dir():
+                return False  # made meanwhile by another process: it is not this one's to remove
+            raise PersonagraphError(f"{where}: a part of the path is a file, not a directory") from None
         except OSError as exc:
-            raise PersonagraphError(f"--run-dir {self.run_dir}: cannot create it ({exc.strerror or exc})") from None
+            raise PersonagraphError(f"{where}: cannot create it ({exc.strerror or exc})") from None
+        return True
+
+    def _remove_made(self, readonly: bool = False) -> None:
+        """Removes the run files this store made (those not in the directory when it took the lock), the lock
+        file and the directory when it made them, then lets go of the lock: a refused start leaves nothing
+        behind and never touches what another process made. Without the lock (a helper process of its
+        holder) nothing is removed."""
+        if not readonly and self._run_lock is not None:
+            for name in STORE_FILES:
+                if name != LOCK_FILE and name not in self._before:
+                    with suppress(OSError):  # missing
+                        (self.run_dir / name).unlink()
+            self._run_lock.release(remove=True, remove_dir=self._made_dir)
+        self._release_run_lock()
 
     def _refuse_lost_store(self) -> None:
         """Refuses a run directory whose store is missing or empty while results of a run are beside it: the
@@ -390,6 +468,8 @@ class RunStore:
                 self._readable_on_read_only_media()
             if not readonly:
                 self._verify()  # before the first write: a damaged or foreign file must stay as it was
+                check_checkpoints(self.run_dir)  # and so must this one, refused before either is written
+                self.checked_checkpoints = True
                 self._check_version()
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
@@ -527,6 +607,14 @@ class RunStore:
             with self._lock:
                 self._db.close()
             self._release_run_lock()
+
+    def discard(self) -> None:
+        """Closes a store that holds nothing worth keeping (a start refused after it opened) and removes what
+        it made (:meth:`_remove_made`)."""
+        with self._lock:
+            self._pending.clear()
+            self._db.close()
+        self._remove_made()
 
     # --- write-behind -----------------------------------------------------------------------------
     def _write(self, sql: str, args: tuple[Any, ...], call: CallRow | None = None) -> None:
@@ -789,6 +877,37 @@ class _StoreFirstSaver(SqliteSaver):
         self.delete_thread(thread_id)
 
 
+def sqlite_damage(path: Path) -> str | None:
+    """What makes an existing SQLite file unfit to write to (:func:`_damage`, or the error that opening it
+    raised), in one line; None when nothing does. Read-only: the file is never written."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)  # a writer's transaction ends
+        try:
+            return _damage(db, path)
+        finally:
+            db.close()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        return _sqlite_error(exc)
+
+
+def check_checkpoints(run_dir: str | Path) -> None:
+    """Refuses in one line a run directory whose checkpoint store is not a sound SQLite database (its damage
+    as :func:`_damage` finds it); a writable :class:`RunStore` checks it before it writes its own file, so
+    that a refused run leaves both stores as they were."""
+    path = Path(run_dir) / CHECKPOINTS_FILE
+    refuse_links(run_dir, [name for name in STORE_FILES if name.startswith(CHECKPOINTS_FILE)])
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    problem = sqlite_damage(path)
+    if problem is not None and (why := _unwritable(Path(run_dir))) is not None:
+        raise _cannot_write(Path(run_dir), why)  # not the file's fault: SQLite could make no -shm beside it
+    if problem is not None:
+        raise PersonagraphError(
+            f"{path}: the checkpoint store is unreadable ({problem}); delete it and run again — "
+            f"finished items stay in {STORE_FILE} and unfinished ones restart from their cached calls"
+        )
+
+
 @asynccontextmanager
 async def sqlite_checkpointer(
     run_dir: str | Path, store: RunStore | None = None
@@ -797,23 +916,8 @@ async def sqlite_checkpointer(
     is not a readable SQLite database (a damaged file is a one-line error, never a ``DatabaseError``).
     With ``store``, its pending rows commit before each checkpoint write (:class:`_StoreFirstSaver`)."""
     path = Path(run_dir) / CHECKPOINTS_FILE
-    refuse_links(run_dir, [name for name in STORE_FILES if name.startswith(CHECKPOINTS_FILE)])
-    if path.is_file() and path.stat().st_size > 0:
-        try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                problem = _damage(db, path)
-            finally:
-                db.close()
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            problem = _sqlite_error(exc)
-        if problem is not None and (why := _unwritable(Path(run_dir))) is not None:
-            raise _cannot_write(Path(run_dir), why)  # not the file's fault: SQLite could make no -shm beside it
-        if problem is not None:
-            raise PersonagraphError(
-                f"{path}: the checkpoint store is unreadable ({problem}); delete it and run again — "
-                f"finished items stay in {STORE_FILE} and unfinished ones restart from their cached calls"
-            )
+    if store is None or not store.checked_checkpoints:
+        check_checkpoints(run_dir)
     with closing(sqlite3.connect(path, check_same_thread=False)) as db:
         saver = _StoreFirstSaver(db)
         saver.store = store

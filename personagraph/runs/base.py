@@ -34,7 +34,6 @@ import contextlib
 import functools
 import gc
 import json
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -52,7 +51,7 @@ from personagraph.files import write_atomic
 from personagraph.models import Meter
 from personagraph.provenance import data_file_hashes, library_versions, scoring_weight_hashes, weight_hashes
 from personagraph.redact import redact_text
-from personagraph.store import STORE_FILE, STORE_FILES, RunStore
+from personagraph.store import STORE_FILE, RunStore
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 3  # the run ended, but some items failed or did not finish (exit 2 is bad input)
@@ -411,12 +410,7 @@ class Run:
         return self._store
 
     def __enter__(self) -> Run:
-        self._before = _entries(self.run_dir)
-        try:
-            self._store = RunStore(self.run_dir, write_behind=self._write_behind)
-        except PersonagraphError:  # refused while opening (a full disk at the lock, say): nothing is left
-            _remove_new(self.run_dir, self._before)
-            raise
+        self._store = RunStore(self.run_dir, write_behind=self._write_behind)  # a refusal leaves nothing
         try:
             held = self._store.get_meta("kind")
             if held not in (None, self.kind):
@@ -449,7 +443,8 @@ class Run:
 
     def _close(self, exc: BaseException | None) -> None:
         """Closes the store; after a refused start that stored nothing (bad input found once the store was
-        open), removes the files this run created, so that the refusal leaves nothing behind."""
+        open), removes the files this run created (:meth:`~personagraph.store.RunStore.discard`, under the
+        run lock: never another process's), so that the refusal leaves nothing behind."""
         store, self._store = self._store, None
         if store is None:
             return
@@ -459,9 +454,10 @@ class Run:
                 blank = store.is_blank()
             except PersonagraphError:
                 blank = False
-        store.close()
         if blank:
-            _remove_new(self.run_dir, self._before)
+            store.discard()
+        else:
+            store.close()
 
     def record(self, **meta: Any) -> None:
         """Records more meta (prompt and rubric versions, data-file hashes, sources), without secrets."""
@@ -556,26 +552,6 @@ class Run:
                 f"{path}: cannot write ({exc.strerror or exc}); the results are in {self.run_dir / STORE_FILE} — "
                 "run the same command again to write it"
             ) from None
-
-
-def _entries(folder: Path) -> set[str] | None:
-    """The names in ``folder`` (None: there is no such folder)."""
-    try:
-        return set(os.listdir(folder))
-    except OSError:
-        return None
-
-
-def _remove_new(run_dir: Path, before: set[str] | None) -> None:
-    """Removes the run files (:data:`~personagraph.store.STORE_FILES`) that were not in ``run_dir`` before,
-    and the directory itself when this run made it and it is empty now."""
-    for name in STORE_FILES:
-        if before is None or name not in before:
-            with contextlib.suppress(OSError):  # missing, or the path is no directory at all
-                (run_dir / name).unlink()
-    if before is None:
-        with contextlib.suppress(OSError):
-            run_dir.rmdir()
 
 
 class HasId(Protocol):
