@@ -180,8 +180,7 @@ def run(work: Callable[[], Coroutine[Any, Any, T]] | Callable[[], T]) -> T:
 
 # config fields whose flag is not the field's name in --kebab-case (repeatable flags are singular)
 _FLAGS = {"personas": "--persona", "models": "--model", "judges": "--judge", "agents": "--agent",
-          "variants": "--variant", "rubric_files": "--rubric", "from_run": "--from",
-          "benchmarks": "--benchmark"}
+          "variants": "--variant", "rubric_files": "--rubric", "from_run": "--from"}
 
 
 def default_of(config: type[BaseModel], field: str) -> object:

@@ -57,6 +57,12 @@ def open_bank(
     return MemoryBank(location, collection=collection, model_path=model_path)
 
 
+def check_user(user: str | None) -> None:
+    """Refuses an empty or blank ``--user`` as the flag's own error (a memory's user id is never blank)."""
+    if user is not None and not user.strip():
+        raise PersonagraphError(f"--user {user!r}: must not be empty")
+
+
 def parse_ks(spec: str) -> list[int]:
     """``"1,3,5,10"`` → ``[1, 3, 5, 10]``."""
     try:
@@ -108,6 +114,7 @@ def add(
     def body() -> None:
         from personagraph.memory.bank import Memory
 
+        check_user(user)
         memory = Memory(
             id=memory_id or uuid.uuid4().hex[:12],
             user_id=user,
@@ -148,11 +155,26 @@ def import_(
             raise PersonagraphError(f"--format {fmt}: choose auto, personagraph or madial")
         from personagraph.memory.bank import read_memories
 
+        check_user(user)
         # read (and check) the whole file before the bank exists: a bad file leaves no empty bank behind
         memories = read_memories(file, fmt=fmt, user_id=user, madial_split=madial_split)
+        saved = 0
         with progress_display(label_width=14, transient=True) as progress:
-            progress.add_task("embed memories", total=None)  # one batch: elapsed time, no count
-            n = open_bank(memory_dir, chroma_url, collection, embedding_model).save(memories, replace=replace)
+            task = progress.add_task("embed memories", total=len(memories))
+
+            def landed(n: int) -> None:
+                nonlocal saved
+                saved += n
+                progress.update(task, completed=saved)
+
+            try:
+                n = open_bank(memory_dir, chroma_url, collection, embedding_model).save(
+                    memories, replace=replace, on_saved=landed
+                )
+            except KeyboardInterrupt:  # says what the bank holds now: the batches written so far
+                again = "with --replace to import them all" if saved else "again"
+                kept = f"{saved} of {len(memories)} memories of {file} were imported"
+                raise KeyboardInterrupt(f"{kept}; run the same command {again}") from None
         console.print(plain(f"imported {n} memories from {file}"))
 
     run(body)
@@ -170,6 +192,7 @@ def export(
     """Export memories as JSONL."""
 
     def body() -> None:
+        check_user(user)
         if fmt not in ("personagraph", "madial"):
             raise PersonagraphError(f"--format {fmt}: choose personagraph or madial")
         n = open_bank(memory_dir, chroma_url, collection).export_file(file, fmt=fmt, user_id=user)
@@ -201,6 +224,7 @@ def search(
         from personagraph.memory.context import DialogueContext, Turn
         from personagraph.memory.recall import Recaller, RecallSettings
 
+        check_user(user)
         names = parse_methods(method)
         if len(names) != 1:
             raise PersonagraphError("--method: give one method for search")
@@ -234,6 +258,7 @@ def delete(
     """Delete memories of one user."""
 
     def body() -> None:
+        check_user(user)
         if not ids and not all_:
             raise PersonagraphError("give memory ids to delete, or --all")
         bank = open_bank(memory_dir, chroma_url, collection)

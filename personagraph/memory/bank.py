@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +35,7 @@ from personagraph.memory.embeddings import LocalSentenceEmbedding
 from personagraph.memory.memories import DocumentFormat, Memory
 from personagraph.memory.recall import METHODS, Recaller, RecallSettings
 from personagraph.memory.retriever import MemoryRetriever
+from personagraph.store import RunLock, sqlite_damage
 
 if TYPE_CHECKING:
     from personagraph.models import ModelClient
@@ -83,6 +84,49 @@ def _memory(meta: dict[str, Any]) -> Memory:
         event=meta["event"],
         metadata=json.loads(extra),
     )
+
+
+BANK_LOCK_FILE = "bank.lock"
+BANK_STORE_FILE = "chroma.sqlite3"  # Chroma's own store in a local bank folder; its indexes are subfolders
+WRITE_WAIT_S = 600.0
+"""How long a write to a local bank waits for another process writing it (an import) before it refuses."""
+SAVE_BATCH = 500
+"""Memories embedded and written per step of :meth:`MemoryBank.save`: each step is committed on its own, so a
+large import's progress shows and an interrupted one keeps (and says) what it wrote."""
+
+
+def is_url(location: str | Path) -> bool:
+    """Whether a bank location names a Chroma server rather than a local folder."""
+    return str(location).startswith(("http://", "https://"))
+
+
+def check_local_bank(folder: Path) -> None:
+    """Refuses in one line a local bank whose Chroma store is missing, empty or damaged while its index
+    folders are beside it (a damaged one in any case), as the run store does: read as an empty bank, it
+    would be written over and its indexes orphaned. Read-only: the bank is left untouched."""
+    store, where = folder / BANK_STORE_FILE, f"memory bank at {folder}: {BANK_STORE_FILE}"
+    try:
+        size: int | None = store.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError as exc:
+        raise PersonagraphError(f"{where} cannot be read ({exc.strerror})") from None
+    if size:
+        if (problem := sqlite_damage(store)) is not None:
+            raise PersonagraphError(
+                f"{where} is corrupted ({problem}); it was left untouched — restore it or use another --memory-dir"
+            )
+        return
+    try:
+        indexes = [entry.name for entry in folder.iterdir() if entry.is_dir()]
+    except OSError:
+        indexes = []
+    if indexes:
+        state = "missing" if size is None else "empty (0 bytes)"
+        raise PersonagraphError(
+            f"{where} is {state}, but {len(indexes)} index folders are beside it; it is not read as an empty "
+            "bank — restore it or use another --memory-dir"
+        )
 
 
 def make_client(location: str | Path) -> Any:
@@ -135,11 +179,15 @@ class MemoryBank:
         self.location = str(location)
         self.name = collection
         self.model_path = model_path
-        made = not str(location).startswith(("http://", "https://")) and not Path(location).exists()
+        self._folder = None if is_url(location) else Path(location)
         self._hnsw = {**DEFAULT_HNSW, **(hnsw or {})}
         self._embedding = LocalSentenceEmbedding(model_path)
         self._collections: dict[str, Any] = {}
-        try:
+        made = self._make_folder()
+        new = self._folder is not None and not (self._folder / BANK_STORE_FILE).exists()
+        with self._writing(remove_made=made) if new else nullcontext():  # a new bank is made under the lock
+            if self._folder is not None:
+                check_local_bank(self._folder)
             with self._reaching():  # a full disk, a folder it cannot write: one line, not chroma's InternalError
                 self.client = make_client(location)
                 self._settings = self.client.get_or_create_collection(
@@ -151,10 +199,6 @@ class MemoryBank:
                     },
                     embedding_function=self._embedding,
                 )
-        except PersonagraphError:
-            if made:  # the bank it began to make is left half-made: removed again
-                shutil.rmtree(location, ignore_errors=True)
-            raise
         meta = self._settings.metadata or {}
         self.document_format: DocumentFormat = meta.get("document_format", document_format)
         stored_model = meta.get("embedding_model", "default")
@@ -163,6 +207,40 @@ class MemoryBank:
                 f"memory bank {collection!r} was built with embedding model {stored_model}, not {model_path}"
             )
         self._batch = max(1, min(5000, int(self.client.get_max_batch_size())))
+
+    def _make_folder(self) -> bool:
+        """Creates a local bank's folder; True when this call made it (a server's bank: False)."""
+        if self._folder is None:
+            return False
+        if self._folder.exists() and not self._folder.is_dir():
+            raise PersonagraphError(f"memory dir {self._folder}: exists and is not a directory")
+        try:
+            self._folder.mkdir(parents=True)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise PersonagraphError(f"memory dir {self._folder}: cannot create it ({exc.strerror or exc})") from None
+        return True
+
+    @contextmanager
+    def _writing(self, *, remove_made: bool = False) -> Iterator[None]:
+        """Holds a local bank's write lock (``bank.lock``, waiting :data:`WRITE_WAIT_S` for another writer):
+        a check and the write it allows are one step, so two imports at once end as two in a row do — the
+        second refused. ``remove_made``: a failure removes the bank folder this process just made (under the
+        lock, so never one another process made). A server's bank has no lock (Chroma's server orders its
+        writes; its ``add`` of an existing id is checked before, not atomically)."""
+        if self._folder is None:
+            yield
+            return
+        lock = RunLock(self._folder, name=BANK_LOCK_FILE, flag="--memory-dir", wait_s=WRITE_WAIT_S)
+        try:
+            yield
+        except BaseException:
+            if remove_made:  # the bank it began to make is left half-made: removed again
+                shutil.rmtree(self._folder, ignore_errors=True)
+            raise
+        finally:
+            lock.release()
 
     @contextmanager
     def _reaching(self) -> Iterator[None]:
@@ -246,6 +324,12 @@ class MemoryBank:
         Raises:
             PersonagraphError: when a memory id already exists for its user, or ids repeat in the batch.
         """
+        with self._writing():
+            self._refuse_existing(memories)
+            self._write(list(memories), embeddings, mode="add")
+
+    def _refuse_existing(self, memories: Sequence[Memory]) -> None:
+        """Refuses memories whose id repeats among them or exists for its user already (under the lock)."""
         keys = [(m.user_id, m.id) for m in memories]
         if len(set(keys)) != len(keys):
             raise PersonagraphError("duplicate memory ids in one batch")
@@ -256,13 +340,13 @@ class MemoryBank:
             existing = self._existing(user_id, ids)
             if existing:
                 raise PersonagraphError(
-                    f"memory {min(existing)} of user {user_id} already exists (use update)"
+                    f"memory {min(existing, key=_id_key)} of user {user_id} already exists (use update)"
                 )
-        self._write(list(memories), embeddings, mode="add")
 
     def upsert(self, memories: Sequence[Memory], embeddings: np.ndarray | None = None) -> None:
         """Adds or replaces memories."""
-        self._write(list(memories), embeddings, mode="upsert")
+        with self._writing():
+            self._write(list(memories), embeddings, mode="upsert")
 
     def update(self, memory: Memory) -> None:
         """Replaces an existing memory (re-embedding its text).
@@ -270,26 +354,29 @@ class MemoryBank:
         Raises:
             PersonagraphError: when the user has no memory with this id.
         """
-        if not self._existing(memory.user_id, [memory.id]):
-            raise PersonagraphError(f"no memory {memory.id} for user {memory.user_id}")
-        self._write([memory], None, mode="upsert")
+        with self._writing():
+            if not self._existing(memory.user_id, [memory.id]):
+                raise PersonagraphError(f"no memory {memory.id} for user {memory.user_id}")
+            self._write([memory], None, mode="upsert")
 
     def delete(self, user_id: str, ids: Iterable[str]) -> int:
         """Deletes the user's memories with these ids; returns how many existed."""
-        found = self._existing(str(user_id), [str(i) for i in ids])
-        if found:
-            self._user_collection(user_id, create=False).delete(ids=sorted(found))
-        return len(found)
+        with self._writing():
+            found = self._existing(str(user_id), [str(i) for i in ids])
+            if found:
+                self._user_collection(user_id, create=False).delete(ids=sorted(found))
+            return len(found)
 
     def delete_user(self, user_id: str) -> int:
         """Deletes every memory of one user (and the user's collection); returns how many there were."""
-        col = self._user_collection(user_id, create=False)
-        if col is None:
-            return 0
-        n = int(col.count())
-        self.client.delete_collection(col.name)
-        self._collections.pop(str(user_id), None)
-        return n
+        with self._writing():
+            col = self._user_collection(user_id, create=False)
+            if col is None:
+                return 0
+            n = int(col.count())
+            self.client.delete_collection(col.name)
+            self._collections.pop(str(user_id), None)
+            return n
 
     def _existing(self, user_id: str, ids: list[str]) -> set[str]:
         col = self._user_collection(user_id, create=False)
@@ -430,12 +517,22 @@ class MemoryBank:
         """Imports memories from a JSONL file (see :func:`read_memories`); returns how many."""
         return self.save(read_memories(path, fmt=fmt, user_id=user_id, madial_split=madial_split), replace=replace)
 
-    def save(self, memories: Sequence[Memory], *, replace: bool = False) -> int:
-        """Adds memories (``replace``: overwriting those whose id exists); returns how many."""
-        if replace:
-            self.upsert(memories)
-        else:
-            self.add(memories)
+    def save(
+        self, memories: Sequence[Memory], *, replace: bool = False, on_saved: Callable[[int], None] | None = None
+    ) -> int:
+        """Adds memories (``replace``: overwriting those whose id exists); returns how many. Without
+        ``replace`` every id is checked first, so a refused save writes nothing. They are embedded and
+        written :data:`SAVE_BATCH` at a time, each batch committed; ``on_saved`` gets each batch's count as
+        it lands (what an interrupted save wrote)."""
+        memories = list(memories)
+        with self._writing():
+            if not replace:
+                self._refuse_existing(memories)
+            for start in range(0, len(memories), SAVE_BATCH):
+                batch = memories[start : start + SAVE_BATCH]
+                self._write(batch, None, mode="upsert" if replace else "add")
+                if on_saved is not None:
+                    on_saved(len(batch))
         return len(memories)
 
     def export_file(
