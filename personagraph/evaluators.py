@@ -41,7 +41,7 @@ from personagraph.resources import list_dir
 from personagraph.runs.base import run_to_completion
 from personagraph.runs.plugins import judge_for, object_name
 from personagraph.runs.simulate import SimulateConfig
-from personagraph.schemas import Answer, Persona, Question, Task
+from personagraph.schemas import MAX_PERSONA_CHARS, Answer, Persona, Question, Task
 
 EvaluatorResult = dict[str, Any]
 Evaluator = Callable[..., EvaluatorResult]
@@ -123,9 +123,17 @@ def _persona(inputs: dict[str, Any], default: str | None) -> str:
         value = next((_text(m) for m in messages if m.get("role") == "system"), None)
     if isinstance(value, Persona):
         value = value.description
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise PersonagraphError(
+            f"inputs: 'persona' must be text (its description), not {type(value).__name__}"
+        )
+    if value is None or not value.strip():
         raise PersonagraphError(
             "inputs: no 'persona' (give inputs={'persona': ..., ...} or create the judge with persona=...)"
+        )
+    if len(value) > MAX_PERSONA_CHARS:
+        raise PersonagraphError(
+            f"inputs: 'persona' is {len(value)} characters; the limit is {MAX_PERSONA_CHARS}"
         )
     return " ".join(value.split())
 

@@ -6,7 +6,7 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from personagraph.errors import PersonagraphError
 
@@ -91,6 +91,8 @@ class ModelSettings(BaseModel):
     ``endpoints``: the named endpoints of ``openai@NAME:model`` specs (:class:`Endpoint` objects or
     ``NAME=URL[,key-env=VAR][,concurrency=N]`` strings).
     """
+
+    model_config = ConfigDict(allow_inf_nan=False)  # NaN passes every bound check: refused as not finite
 
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1, le=32768)

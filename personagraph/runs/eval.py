@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from personagraph.agents import Agent
 from personagraph.agents.controls import contrast_persona, control_names, control_standing
@@ -60,6 +60,8 @@ class EvalConfig(BaseModel):
     (``module:attr`` paths, or the names of agent objects passed to :func:`run`); ``judges`` holds model
     specs and plug-in judges' ``module:attr`` paths (see ``judges/base.py``).
     """
+
+    model_config = ConfigDict(allow_inf_nan=False)  # NaN passes every bound check: refused as not finite
 
     personas: list[Persona] = Field(min_length=1)
     benchmark: dict[str, dict[str, list[str]]] | None = None  # persona description → task → questions
@@ -364,7 +366,7 @@ def build_summary(store: RunStore, config: EvalConfig | None = None) -> EvalSumm
     answer_ids = {a.id for a in answers}
     verdicts = [v for v in every_verdict if v.answer_id in answer_ids]
     selections = [s for s in units.records("selection") if s["persona_id"] in persona_ids]
-    tasks = ({t for qs in config.benchmark.values() for t in qs} if config.benchmark is not None else TASK_NAMES)
+    tasks = TASK_NAMES  # a static benchmark without all five tasks has no complete PersonaScore either
     outcomes = units.outcomes(config.personas, config)
     summary = EvalSummary(
         **summarize_scores(answers, verdicts, tasks=tasks, **asdict(config.scoring())),
