@@ -143,7 +143,8 @@ def headline(run: Run) -> list[dict[str, Any]]:
     Keys: ``model``, ``tasks`` {task: {mean, ci, n, refusal_rate, failed_verdicts, judge_alpha}},
     ``persona_score``, ``ci`` ([low, high] or None), ``refusal_rate``, ``failed_verdicts``, ``verdicts``,
     ``judge_alpha`` (Krippendorff's α, ordinal, over the model's answers; None with one judge), ``answers``,
-    ``failed_answers``, ``answers_at_token_limit`` (None for runs older than the count).
+    ``failed_answers``, ``answers_at_token_limit``, ``manipulation_flags`` (answers flagged as grading
+    themselves; None for runs older than these counts).
     """
     _, _, judges = _in_config(run)
     all_items = items(run)
@@ -170,6 +171,7 @@ def headline(run: Run) -> list[dict[str, Any]]:
             "persona_score": result.get("persona_score"),
             "ci": result.get("ci"),
             "refusal_rate": result.get("refusal_rate"),
+            "manipulation_flags": result.get("manipulation_flags"),  # answers grading themselves (None: older)
             "failed_verdicts": sum(v.get("status") != "ok" for i in model_items for v in i["verdicts"]),
             "verdicts": sum(len(i["verdicts"]) for i in model_items),
             "judge_alpha": _alpha(model_items, judges),

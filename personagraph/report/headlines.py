@@ -45,6 +45,7 @@ def eval_headline(runs: list[Run]) -> Table | None:
         Column("ci_low", "95% CI low", "score"),
         Column("ci_high", "95% CI high", "score"),
         Column("refusal_rate", "refusal rate", "pct"),
+        Column("manipulation_flags", "flagged as grading itself", "int"),
         Column("failed_verdicts", "failed verdicts", "int"),
         Column("judge_alpha", "judge α", "float"),
         Column("answers", "answers", "int"),
@@ -59,7 +60,8 @@ def eval_headline(runs: list[Run]) -> Table | None:
             for task in TASK_NAMES:
                 out[task] = row["tasks"].get(task, {}).get("mean")
             out.update(persona_score=row["persona_score"], ci_low=ci[0], ci_high=ci[1],
-                       refusal_rate=row["refusal_rate"], failed_verdicts=row["failed_verdicts"],
+                       refusal_rate=row["refusal_rate"], manipulation_flags=row["manipulation_flags"],
+                       failed_verdicts=row["failed_verdicts"],
                        judge_alpha=row["judge_alpha"], answers=row["answers"],
                        answers_at_token_limit=row["answers_at_token_limit"])
             out["_tasks"] = row["tasks"]
@@ -88,6 +90,57 @@ def _concat(runs: list[Run], build: Callable[[Run], Table | None]) -> list[Table
         rows = [{"run": run.name, **row} for run, table in group for row in table.rows]
         out.append(Table(title, columns, rows, note=group[0][1].note))
     return out
+
+
+def _estimate(value: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    value = value or {}
+    return value.get("value"), value.get("ci_low"), value.get("ci_high")
+
+
+def meta_eval_table(run: Run) -> Table | None:
+    """A meta-eval run: per judge and criterion (or benchmark subset), ρ with the people's mean rating and its
+    CI, the best trivial baseline's ρ and the judge's paired difference to it, pairwise accuracy or the
+    top-vs-bottom AUC, and the published reference judge's ρ."""
+    summary = run.summary
+    if run.kind != "meta-eval" or not isinstance(summary.get("results"), dict):
+        return None
+    rows = []
+    for section, about in (summary.get("criteria") or {}).items():
+        result = summary["results"].get(section) or {}
+        best = result.get("best_baseline")
+        for judge, row in (result.get("judges") or {}).items():
+            rho, low, high = _estimate(row.get("spearman"))
+            versus = row.get("vs_best_baseline") or {}
+            diff, diff_low, diff_high = _estimate(versus.get("spearman_difference"))
+            separation = ((result.get("pairwise") or {}).get(judge) or {}).get("pairwise_accuracy", {}).get("value")
+            if separation is None:
+                separation = ((result.get("lowest_vs_highest") or {}).get("auc") or {}).get(judge)
+            rows.append({
+                "judge": judge, "subset": section, "criterion": about.get("name") or about.get("criterion"),
+                "n": row.get("n"), "failed": row.get("failed"), "rho": rho, "ci_low": low, "ci_high": high,
+                "baseline": best,
+                "baseline_rho": ((result.get("baselines") or {}).get(best) or {}).get("spearman", {}).get("value"),
+                "diff": diff, "diff_low": diff_low, "diff_high": diff_high, "separation": separation,
+                "reference": ((result.get("reference") or {}).get("spearman") or {}).get("value"),
+            })
+    return Table("Judges against people (meta-eval)", [
+        Column("judge", "judge"), Column("subset", "criterion or subset"), Column("criterion", "judged on"),
+        Column("n", "n", "int"), Column("failed", "failed", "int"), Column("rho", "Spearman ρ", "float"),
+        Column("ci_low", "95% CI low", "float"), Column("ci_high", "95% CI high", "float"),
+        Column("baseline", "best baseline"), Column("baseline_rho", "its ρ", "float"),
+        Column("diff", "ρ − baseline", "float"), Column("diff_low", "CI low", "float"),
+        Column("diff_high", "CI high", "float"), Column("separation", "pairwise / AUC", "float"),
+        Column("reference", "reference judge ρ", "float"),
+    ], rows, note="ρ: Spearman with the mean human rating, 95% bootstrap CI. Baselines: length, word overlap, "
+                  "MiniLM similarity; ρ − baseline: paired bootstrap. Pairwise: share of pairs scored higher under "
+                  "the true persona; AUC: replies people scored highest against the lowest. Reference: the "
+                  "published judge whose scores the data carries (CharacterBench: CharacterJudge).")
+
+
+@headline_builder
+def meta_eval_headline(runs: list[Run]) -> list[Table]:
+    """Meta-eval runs: each judge's agreement with people, per criterion or benchmark subset."""
+    return _concat(runs, meta_eval_table)
 
 
 @headline_builder

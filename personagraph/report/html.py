@@ -122,6 +122,7 @@ def _eval_headline_html(table: Table) -> str:
     head = ("<th>run</th>" if several else "") + "<th>model</th>" + "".join(
         f'<th class="num">{esc(task)}</th>' for task in TASK_NAMES
     ) + ('<th class="num">PersonaScore</th><th class="num">95% CI</th><th class="num">refusal rate</th>'
+         '<th class="num">flagged as grading itself</th>'
          '<th class="num">failed verdicts</th><th class="num">judge α</th><th class="num">answers</th>'
          '<th class="num">cut at token limit</th>')
     body = []
@@ -140,6 +141,8 @@ def _eval_headline_html(table: Table) -> str:
         cells += (f'<td class="{cls}">{esc(fmt(row["persona_score"], "score"))}</td>'
                   f'<td class="num">{esc(_ci_text(ci))}</td>'
                   f'<td class="num">{esc(fmt(row["refusal_rate"], "pct"))}</td>'
+                  f'<td class="num{" bad" if row.get("manipulation_flags") else ""}">'
+                  f'{esc(fmt(row.get("manipulation_flags"), "int"))}</td>'
                   f'<td class="num{" bad" if row["failed_verdicts"] else ""}">{esc(fmt(row["failed_verdicts"], "int"))}</td>'
                   f'<td class="num">{esc(fmt(row["judge_alpha"], "float"))}</td>'
                   f'<td class="num">{esc(fmt(row["answers"], "int"))}</td>'

@@ -80,9 +80,12 @@ class Run:
         return self.kind in EVAL_KINDS and bool(self.summary.get("models"))
 
 
+SUMMARY_FILES = ("summary.json", "meta_eval.json")  # meta-eval writes its summary under its own name
+
+
 def _read_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "summary.json"
-    if not path.is_file():
+    path = next((run_dir / name for name in SUMMARY_FILES if (run_dir / name).is_file()), None)
+    if path is None:
         return {}
     try:
         value = json.loads(path.read_text(encoding="utf-8"))

@@ -49,6 +49,9 @@ def render_summary(summary: dict) -> RenderableType:
         line("refusal rate", lambda r: "—" if r["refusal_rate"] is None else f"{r['refusal_rate']:.0%}"),
         line("failed answers", lambda r: f"{r.get('failed_answers', 0)}/{r.get('answers', 0)}"),
     ]
+    if any(results[m].get("manipulation_flags") for m in models):  # answers that tried to grade themselves
+        lines.append(line("flagged as grading itself",
+                          lambda r: f"{r.get('manipulation_flags', 0)}/{r.get('answers', 0)}"))
     if any(results[m].get("answers_at_token_limit") for m in models):  # older runs did not count them
         lines.append(line("cut at token limit",
                           lambda r: f"{r.get('answers_at_token_limit', 0)}/{r.get('answers', 0)}"))
@@ -230,6 +233,7 @@ def _eval_view(run: Run) -> list[RenderableType]:
     rows = headline(run)
     parts.append(Columns("Refusals, verdicts and judge agreement", [row["model"] for row in rows], [
         Line("refusal rate", [fmt(row["refusal_rate"], "pct") for row in rows]),
+        Line("flagged as grading itself", [fmt(row["manipulation_flags"], "int") for row in rows]),
         Line("failed answers", [fmt(row["failed_answers"], "int") for row in rows]),
         Line("failed verdicts", [f"{fmt(row['failed_verdicts'], 'int')} of {fmt(row['verdicts'], 'int')}"
                                  for row in rows]),

@@ -107,3 +107,14 @@ def test_a_card_of_another_protocol_or_rubric_is_not_used(measured: Card) -> Non
 def test_meta_eval_cards_lists_them(measured: Card) -> None:
     result = CliRunner().invoke(app, ["meta-eval", "--cards"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "test:judge" in result.output and "Persona Consistency" in result.output
+
+
+def test_view_and_report_of_a_benchmark_run_show_each_subset(measured: Card, tmp_path: Path) -> None:
+    run = load_run(tmp_path / "meta")
+    console = Console(file=io.StringIO(), width=250)
+    console.print(view(run))
+    shown = console.file.getvalue()
+    assert "Judges against people (meta-eval)" in shown
+    assert "usr-personachat/uses_knowledge" in shown and "usr-personachat/overall" in shown
+    page = build_report([run])
+    assert "Judges against people (meta-eval)" in page and "usr-personachat/overall" in page
