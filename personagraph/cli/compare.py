@@ -48,8 +48,8 @@ def compare_command(
         lines += [f"note: {note}" for note in comparison.notes]
         lines.append(f"{comparison.scoring()} · 95% CI: "
                      "paired bootstrap of the mean difference · W/L/T: questions where B scored higher/lower/equal · "
-                     "p: Wilcoxon signed-rank, Holm-adjusted over tasks · 'B better' needs p Holm < 0.05 and a CI "
-                     "above 0")
+                     "p: Wilcoxon signed-rank, Holm-adjusted over tasks (all tasks: its own) · 'B better' needs "
+                     "p < 0.05 and a CI above 0")
         for line in lines:
             console.print(Text(line, style="dim"))
 

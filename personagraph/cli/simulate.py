@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.console import RenderableType
 
 from personagraph.cli._common import (
     API_KEY_OPTION,
@@ -22,8 +22,10 @@ from personagraph.cli._common import (
 )
 from personagraph.errors import PersonagraphError
 from personagraph.models.settings import MAX_CONCURRENCY
+from personagraph.report.tables import Column
+from personagraph.report.tables import Table as ReportTable
+from personagraph.report.view import rich_table, validity_text
 from personagraph.runs.base import make_config
-from personagraph.report.view import validity_text
 from personagraph.runs.simulate import (
     DEFAULT_AGENT,
     DEFAULT_JUDGE,
@@ -33,7 +35,6 @@ from personagraph.runs.simulate import (
     session_specs,
 )
 from personagraph.runs.simulate import run as run_simulate
-from personagraph.terminal import key_column
 
 MAX_SESSION_BARS = 8
 
@@ -48,53 +49,37 @@ def short_name(session_id: str) -> str:
     return "-".join(parts[-2:]) if len(parts) == 3 and parts[-2].isdigit() else session_id
 
 
-def render_sessions(summary: dict[str, Any]) -> Table:
-    """One row per session, then the overall numbers (also used after ``judge-session``)."""
+def render_sessions(summary: dict[str, Any]) -> RenderableType:
+    """One row per session, then the overall numbers (also used after ``judge-session``), laid out to the
+    terminal's width as ``view`` lays out its tables (headers whole, stacked where they cannot fit)."""
     tasks = sorted({t for s in summary["sessions"] for t in s["task_means"]})
-    table = Table(title="Sessions (scores 1–5)")
-    key_column(table, "session", (short_name(s["id"]) for s in summary["sessions"]))
-    table.add_column("turns", justify="right")
-    table.add_column("stop")
-    for task in tasks:
-        table.add_column(task, justify="right")
-    table.add_column("consistency", justify="right")
-    table.add_column("contradictions", justify="right")
-    table.add_column("drift/turn", justify="right")
-    table.add_column("break")
 
     def brk(b: dict[str, Any] | None) -> str:
         if not b:
             return "—"
         return f"turn {b['turn']}" + (f" (level {b['level']})" if b.get("level") else "")
 
-    for s in summary["sessions"]:
-        table.add_row(
-            short_name(s["id"]),
-            str(s["agent_turns"]),
-            s["stop_reason"] or s["status"],
-            *(_fmt(s["task_means"].get(t)) for t in tasks),
-            _fmt(s["consistency"]),
-            _fmt(s["n_contradictions"], ".1f"),
-            _fmt(s["drift_slope"], "+.2f"),
-            brk(s["break"]),
-        )
+    rows: list[dict[str, Any]] = [{
+        "session": short_name(s["id"]), "turns": s["agent_turns"], "stop": s["stop_reason"] or s["status"],
+        **{task: s["task_means"].get(task) for task in tasks}, "consistency": s["consistency"],
+        "contradictions": _fmt(s["n_contradictions"], ".1f"), "drift": s["drift_slope"], "break": brk(s["break"]),
+    } for s in summary["sessions"]]
     o = summary["overall"]
-    table.add_section()
-    table.add_row(
-        "overall",
-        str(o["agent_turns"]),
-        f"{o['finished']}/{o['sessions']} done",
-        *(_fmt(o["task_means"].get(t)) for t in tasks),
-        _fmt(o["consistency_mean"]),
-        _fmt(o["contradictions_mean"], ".1f"),
-        _fmt(o["drift_slope_mean"], "+.2f"),
-        "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}",
-        style="bold",
-    )
+    rows.append({
+        "session": "overall", "turns": o["agent_turns"], "stop": f"{o['finished']}/{o['sessions']} done",
+        **{task: o["task_means"].get(task) for task in tasks}, "consistency": o["consistency_mean"],
+        "contradictions": _fmt(o["contradictions_mean"], ".1f"), "drift": o["drift_slope_mean"],
+        "break": "—" if o["break_rate"] is None else f"{o['break_rate']:.0%}", "_total": True,
+    })
+    note = ""
     if o.get("turns_at_token_limit"):  # a cut reply is judged as it stands: the reader should know
-        cut, turns = o["turns_at_token_limit"], o["agent_turns"]
-        table.caption = f"{cut} of {turns} agent turns cut at the token limit"
-    return table
+        note = f"{o['turns_at_token_limit']} of {o['agent_turns']} agent turns cut at the token limit"
+    return rich_table(ReportTable("Sessions (scores 1–5)", [
+        Column("session", "session"), Column("turns", "turns", "int"), Column("stop", "stop"),
+        *(Column(task, task, "score") for task in tasks), Column("consistency", "consistency", "score"),
+        Column("contradictions", "contradictions"), Column("drift", "drift / turn", "slope"),
+        Column("break", "break"),
+    ], rows, note=note), turn=False)
 
 
 def simulate_command(

@@ -113,7 +113,7 @@ def session_detail_table(run: Run) -> Table | None:
     return Table("Sessions", [
         Column("session", "session"), Column("agent", "agent"), Column("status", "status"),
         Column("turns", "agent turns", "int"), Column("mean", "mean turn score", "score"),
-        Column("drift_slope", "drift / turn", "float"), Column("consistency", "session consistency", "score"),
+        Column("drift_slope", "drift / turn", "slope"), Column("consistency", "session consistency", "score"),
         Column("contradictions", "contradictions", "float"), Column("break", "first break"),
         Column("stop_reason", "stop reason"),
     ], rows)
@@ -143,7 +143,7 @@ def session_table(run: Run) -> Table | None:
     return Table("Sessions by agent", [
         Column("agent", "agent"), Column("mode", "mode"), Column("sessions", "sessions", "int"),
         Column("finished", "finished", "int"), Column("mean", "mean turn score", "score"),
-        Column("drift_slope", "drift / turn", "float"), Column("consistency", "session consistency", "score"),
+        Column("drift_slope", "drift / turn", "slope"), Column("consistency", "session consistency", "score"),
         Column("contradictions", "contradictions / session", "float"), Column("break_rate", "break rate", "pct"),
         Column("first_break", "first break turn", "float"),
     ], out, note="Turn score = mean over judges and criteria (1–5) of an agent turn. Drift = least-squares slope "

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from personagraph.errors import PersonagraphError
 
-Format = Literal["text", "score", "float", "pct", "int", "usd", "seconds", "p"]
+Format = Literal["text", "score", "float", "slope", "pct", "int", "usd", "seconds", "p"]
 EXPORT_FORMATS = ("csv", "json", "markdown")
 
 
@@ -54,6 +54,9 @@ def fmt(value: Any, kind: Format = "text") -> str:
         return f"{float(value):.2f}"
     if kind == "float":
         return f"{float(value):.3f}"
+    if kind == "slope":  # a signed change, two decimals; one that rounds to zero is 0.00, never -0.00
+        rounded = round(float(value), 2)
+        return f"{rounded:+.2f}" if rounded else "0.00"
     if kind == "pct":
         return f"{float(value):.0%}" if float(value) in (0.0, 1.0) else f"{float(value):.1%}"
     if kind == "int":

@@ -67,14 +67,15 @@ def _names(cells: list[str]) -> bool:
     return all(len(cell) <= NAME_CHARS or len(cell.split()) == 1 for cell in cells)
 
 
-def rich_table(table: Table, *, show_note: bool = True) -> RenderableType:
+def rich_table(table: Table, *, show_note: bool = True, turn: bool = True) -> RenderableType:
     """A :class:`Table` as a rich table (cells are plain text: run data never reaches rich markup).
 
     Numbers and names (see :data:`NAME_CHARS`) never wrap; headers and longer text do. A
-    wide table with few rows is turned (a column per row: :class:`Columns`); any other fits the width in
-    rows, or, where its names and numbers cannot fit side by side, one block per row (:class:`_Rows`).
+    wide table with few rows is turned (a column per row: :class:`Columns`; ``turn=False``: never, for a
+    table whose text columns are more than names); any other fits the width in rows, or, where its names
+    and numbers cannot fit side by side, one block per row (:class:`_Rows`).
     """
-    if len(table.columns) > 7 and len(table.rows) <= 6:
+    if turn and len(table.columns) > 7 and len(table.rows) <= 6:
         labels = [c for c in table.columns if c.fmt == "text"]
         values = [c for c in table.columns if c.fmt != "text"]
         names = [" · ".join(str(row.get(c.key)) for c in labels if row.get(c.key) not in (None, "")) or "—"
@@ -290,22 +291,24 @@ def _provenance(run: Run) -> list[RenderableType]:
 
 
 def comparison_table(comparison: Any) -> RichTable:
-    """A compact rich table of a :class:`~personagraph.report.compare.Comparison`."""
+    """A compact rich table of a :class:`~personagraph.report.compare.Comparison` that fits 80 columns: one p
+    column, the one each verdict reads (Holm-adjusted per task; the pooled row's own)."""
     out = RichTable(title=Text(f"B − A: {comparison.model_b} vs {comparison.model_a}"), box=box.SIMPLE_HEAD,
                     pad_edge=False, collapse_padding=True)
-    for label in ("task", "n", "A", "B", "B − A", "95% CI", "W/L/T", "p", "p Holm", "verdict"):
-        text = label in ("task", "verdict")
+    words = {"task": max(len(w) for t in TASK_NAMES for w in t.split()), "verdict": len("B better")}
+    for label in ("task", "n", "A", "B", "B − A", "95% CI", "W/L/T", "p", "verdict"):
+        text = label in words  # a task name or a verdict wraps between its words, never inside one
         out.add_column(label, justify="left" if text else "right", no_wrap=not text, overflow="fold",
-                       min_width=9 if label == "task" else 7 if label == "verdict" else None)
+                       min_width=words.get(label))
     for t in [*comparison.tasks, comparison.overall]:
         ci = "—" if t.ci_low is None else f"{t.ci_low:.2f}…{t.ci_high:.2f}"
-        diff = "—" if t.diff is None else f"{t.diff:+.2f}"
         word = {"no clear difference": "unclear", "too few questions": "too few"}.get(verdict(t), verdict(t))
         style = "green" if word == "B better" else "red" if word == "A better" else None
         if t is comparison.overall:
             out.add_section()
-        out.add_row(Text(t.task), str(t.n), fmt(t.mean_a, "score"), fmt(t.mean_b, "score"), diff, ci,
-                    f"{t.wins_b}/{t.wins_a}/{t.ties}", fmt(t.p_value, "p"), fmt(t.p_holm, "p"), Text(word, style=style))
+        p = t.p_value if t is comparison.overall else t.p_holm
+        out.add_row(Text(t.task), str(t.n), fmt(t.mean_a, "score"), fmt(t.mean_b, "score"), fmt(t.diff, "slope"),
+                    ci, f"{t.wins_b}/{t.wins_a}/{t.ties}", fmt(p, "p"), Text(word, style=style))
     return out
 
 

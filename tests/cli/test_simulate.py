@@ -278,7 +278,7 @@ def test_a_reply_cut_at_the_token_limit_is_said_in_chat_and_under_the_sessions_t
     judged = invoke("judge-session", str(transcript), "--judge", "test:cli-judge", "--run-dir",
                     str(tmp_path / "judged"))
     assert judged.exit_code == 0, judged.output
-    assert "1 of 1 agent turns cut at the token limit" in judged.output
+    assert "1 of 1 agent turns cut at the token limit" in " ".join(judged.output.split())  # wrapped to the table
     whole = invoke("chat", "--persona", PERSONA, "--model", "test:cli-agent", "--run-dir",
                    str(tmp_path / "whole"), input="Howdy!\n/quit\n")
     assert whole.exit_code == 0 and "cut off" not in whole.output
