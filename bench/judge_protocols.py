@@ -68,13 +68,23 @@ def main() -> None:
     for protocol in protocols:
         began = time.monotonic()
         summary = meta_evaluate(
-            benchmark=args.benchmark, judges=[args.judge], judge_protocol=protocol, sample=args.sample,
-            benchmark_dir=args.benchmark_dir, seed=args.seed, concurrency=args.concurrency, base_url=args.base_url,
-            timeout=args.timeout, run_dir=args.out / protocol,
+            benchmark=args.benchmark,
+            judges=[args.judge],
+            judge_protocol=protocol,
+            sample=args.sample,
+            benchmark_dir=args.benchmark_dir,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            base_url=args.base_url,
+            timeout=args.timeout,
+            run_dir=args.out / protocol,
         )
         results[protocol] = summary.model_dump(mode="json")
-        print(f"{protocol}: {summary.llm_calls} calls, {results[protocol]['failed_verdicts']} failed verdicts, "
-              f"{time.monotonic() - began:.0f} s", flush=True)
+        print(
+            f"{protocol}: {summary.llm_calls} calls, {results[protocol]['failed_verdicts']} failed verdicts, "
+            f"{time.monotonic() - began:.0f} s",
+            flush=True,
+        )
     first = results[protocols[0]]
     print(f"\n{args.judge}: ρ with people [95% CI] (pairs: pairwise accuracy); sample {args.sample or 'all'}")
     print(" | ".join(["subset", "n", *protocols, "best baseline", "reference"]))
@@ -83,8 +93,17 @@ def main() -> None:
         cells = {p: figure(results[p]["results"][section], args.judge) for p in protocols}
         result = first["results"][section]
         reference = (result.get("reference") or {}).get("spearman", {}).get("value")
-        print(" | ".join([section, str(first["criteria"][section]["n_records"]), *(cells[p][1] for p in protocols),
-                          baseline_text(result), "—" if reference is None else f"{reference:+.3f}"]))
+        print(
+            " | ".join(
+                [
+                    section,
+                    str(first["criteria"][section]["n_records"]),
+                    *(cells[p][1] for p in protocols),
+                    baseline_text(result),
+                    "—" if reference is None else f"{reference:+.3f}",
+                ]
+            )
+        )
         scored = [(value, p) for p, (value, _) in cells.items() if value is not None]
         if scored:
             value, protocol = max(scored)

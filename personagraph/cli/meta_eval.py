@@ -111,7 +111,8 @@ def render_agreement(summary: dict[str, Any]) -> Group:
             notes.append(escape(about["description"]))
         judged_on = summary["criteria"].get(name, {}).get("name") if about else None
         table = Table(
-            title=f"[bold]{escape(name)}[/]" + (f" ({escape(judged_on)})" if judged_on and judged_on != name else "")
+            title=f"[bold]{escape(name)}[/]"
+            + (f" ({escape(judged_on)})" if judged_on and judged_on != name else "")
             + " — agreement with human ratings",
             caption=" · ".join(notes),
             caption_justify="left",
@@ -119,10 +120,10 @@ def render_agreement(summary: dict[str, Any]) -> Group:
         best = section.get("best_baseline")
         separation, separation_column = _separation(section)
         columns = ("judge", "n", "fail", "Spearman ρ", "Kendall τ", "QW κ", "MAE", "len ρ",
-                   f"ρ − {best}" if best else "vs baseline", *([separation_column] if separation_column else []))
+                   f"ρ − {best}" if best else "vs baseline",
+                   *([separation_column] if separation_column else []))
         for column in columns:
             table.add_column(column, justify="left" if column == "judge" else "right", overflow="fold")
-        extra = (lambda key: [separation.get(key, "—")]) if separation_column else (lambda key: [])
         for judge, row in section["judges"].items():
             table.add_row(
                 judge,
@@ -134,17 +135,18 @@ def render_agreement(summary: dict[str, Any]) -> Group:
                 _est(row["mae"]),
                 _est(row["length_correlation"]),
                 _versus(row.get("vs_best_baseline")),
-                *extra(judge),
+                *([separation.get(judge, "—")] if separation_column else []),
                 style="bold" if judge == "ensemble" else None,
             )
         for name_, row in section.get("baselines", {}).items():
             table.add_row(f"baseline: {name_}", str(row["n"]), "—", _est(row["spearman"]),
-                          _est(row["kendall"]), "—", "—", "—", "—", *extra(f"baseline: {name_}"), style="dim")
+                          _est(row["kendall"]), "—", "—", "—", "—",
+                          *([separation.get(f"baseline: {name_}", "—")] if separation_column else []), style="dim")
         if section.get("reference"):
             reference = section["reference"]
             table.add_row(f"reference: {escape(about.get('reference') or 'published judge')}",
                           str(reference["n"]), "—", _est(reference["spearman"]), "—", "—", "—", "—", "—",
-                          *extra("reference"), style="italic")
+                          *([separation.get("reference", "—")] if separation_column else []), style="italic")
         tables.append(table)
         for judge, row in section["judges"].items():
             versus = row.get("vs_best_baseline")
@@ -179,7 +181,8 @@ def render_benchmarks(summary: dict[str, Any]) -> Group:
         table = Table(title=f"[bold]{escape(name)}[/] against people", caption_justify="left")
         for column in ("subset (criterion)", "n", "ρ [95% CI]", "best baseline ρ", "ρ − baseline",
                        "pairs / AUC", "reference ρ"):
-            table.add_column(column, justify="left" if column.startswith("subset") else "right", overflow="fold")
+            justify = "left" if column.startswith("subset") else "right"
+            table.add_column(column, justify=justify, overflow="fold")
         for section, about in summary["criteria"].items():
             result = results[section]
             row = result["judges"].get(name) or result["judges"].get(judge)
@@ -252,8 +255,8 @@ def meta_eval_command(
         "download (a subset is fine: its sha256 is recorded).",
     ),
     sample: int | None = typer.Option(
-        None, "--sample", min=1, max=100_000, help="Per benchmark subset, N items (N pairs), stratified by the human "
-        "score and seeded by --seed, for a quick reading (default: all).",
+        None, "--sample", min=1, max=100_000, help="Per benchmark subset, N items (N pairs), stratified by "
+        "the human score and seeded by --seed, for a quick reading (default: all).",
     ),
     list_cards: bool = typer.Option(
         False, "--cards", help="List the validity cards saved (each judge's agreement with people) and exit.",

@@ -3,8 +3,8 @@ one line beside every score that judge gives.
 
 A card belongs to one judge spec, one protocol version and, per criterion, one rubric fingerprint: a card
 of another protocol or of an edited rubric is never shown for a judge. Cards a user's runs saved are in
-``<cache>/validity/`` (or ``$PERSONAGRAPH_CARDS_DIR``); the embedded judge's ships with the package (``judges/cards/``), measured on the
-benchmarks' development halves and labelled so. A user's card wins over a shipped one.
+``<cache>/validity/`` (or ``$PERSONAGRAPH_CARDS_DIR``); the embedded judge's ships with the package
+(``judges/cards/``), measured on the benchmarks' development halves and labelled so. A user's card wins over a shipped one.
 """
 
 from __future__ import annotations
@@ -115,15 +115,21 @@ def _section_figure(section: str, result: dict[str, Any], judge: str) -> Figure 
     paired = result.get("pairwise", {}).get(name, {})
     pairwise = paired.get("pairwise_accuracy", {}).get("value")
     return Figure(
-        section=section, n=paired.get("n_pairs", row["n"]), spearman=rho["value"], ci_low=rho["ci_low"], ci_high=rho["ci_high"],
-        pairwise=pairwise, best_baseline=best,
+        section=section,
+        n=paired.get("n_pairs", row["n"]),
+        spearman=rho["value"],
+        ci_low=rho["ci_low"],
+        ci_high=rho["ci_high"],
+        pairwise=pairwise,
+        best_baseline=best,
         baseline_spearman=result["baselines"][best]["spearman"]["value"] if best else None,
         reference_spearman=(result.get("reference") or {}).get("spearman", {}).get("value"),
     )
 
 
-def cards_from_summary(summary: dict[str, Any], protocols: dict[str, Protocol],
-                       criteria: dict[str, Criterion]) -> list[Card]:
+def cards_from_summary(
+    summary: dict[str, Any], protocols: dict[str, Protocol], criteria: dict[str, Criterion]
+) -> list[Card]:
     """A card per judge of a finished benchmark meta-eval's summary (``meta_eval.json``'s keys)."""
     record = summary.get("benchmarks") or {}
     full = all(f.get("full_file") for f in record.get("files", []))
@@ -136,16 +142,28 @@ def cards_from_summary(summary: dict[str, Any], protocols: dict[str, Protocol],
             if figure is None:
                 continue
             criterion = criteria[about["criterion"]]
-            entry = by_criterion.setdefault(criterion.key, CriterionFigures(
-                task=criterion.rubric.task, fingerprint=criterion.fingerprint, figures=[]))
+            entry = by_criterion.setdefault(
+                criterion.key,
+                CriterionFigures(task=criterion.rubric.task, fingerprint=criterion.fingerprint, figures=[]),
+            )
             entry.figures.append(figure)
-        made.append(Card(judge=judge, protocol=protocols[judge].version, measured=date.today().isoformat(),
-                         personagraph=__version__, data=data, sample=record.get("sample"), criteria=by_criterion))
+        made.append(
+            Card(
+                judge=judge,
+                protocol=protocols[judge].version,
+                measured=date.today().isoformat(),
+                personagraph=__version__,
+                data=data,
+                sample=record.get("sample"),
+                criteria=by_criterion,
+            )
+        )
     return made
 
 
-def save_cards(summary: dict[str, Any], protocols: dict[str, Protocol],
-               criteria: dict[str, Criterion]) -> list[Path]:
+def save_cards(
+    summary: dict[str, Any], protocols: dict[str, Protocol], criteria: dict[str, Criterion]
+) -> list[Path]:
     """Writes each judge's card to the user's cache (atomically: a reader never sees half a card)."""
     folder = user_cards()
     folder.mkdir(parents=True, exist_ok=True)
@@ -170,7 +188,11 @@ def figure_text(figure: Figure) -> str:
         return f"{_short(figure.section)} pairwise {figure.pairwise:.2f} (n {figure.n})"
     if figure.spearman is None:
         return f"{_short(figure.section)} ρ — (n {figure.n})"
-    ci = "" if figure.ci_low is None or figure.ci_high is None else f" [{figure.ci_low:+.2f}, {figure.ci_high:+.2f}]"
+    ci = (
+        ""
+        if figure.ci_low is None or figure.ci_high is None
+        else f" [{figure.ci_low:+.2f}, {figure.ci_high:+.2f}]"
+    )
     return f"{_short(figure.section)} ρ {figure.spearman:+.2f}{ci} (n {figure.n})"
 
 
@@ -193,8 +215,11 @@ def validity_line(judge: str, protocol: Protocol, criteria: list[str]) -> str:
     if not parts:
         return f"{judge} ({protocol.name}): {how} (its card measured no criterion with these rubrics)"
     sample = f", {card.sample} per subset" if card.sample else ""
-    return (f"{judge} ({protocol.name}) vs people: " + "; ".join(parts)
-            + f" — measured {card.measured} on {card.data}{sample}")
+    return (
+        f"{judge} ({protocol.name}) vs people: "
+        + "; ".join(parts)
+        + f" — measured {card.measured} on {card.data}{sample}"
+    )
 
 
 def validity_lines(judges: list[str], protocol: str | None, criteria: list[str]) -> dict[str, str]:

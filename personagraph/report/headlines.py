@@ -112,14 +112,15 @@ def meta_eval_table(run: Run) -> Table | None:
             rho, low, high = _estimate(row.get("spearman"))
             versus = row.get("vs_best_baseline") or {}
             diff, diff_low, diff_high = _estimate(versus.get("spearman_difference"))
-            separation = ((result.get("pairwise") or {}).get(judge) or {}).get("pairwise_accuracy", {}).get("value")
+            paired = (result.get("pairwise") or {}).get(judge) or {}
+            separation = paired.get("pairwise_accuracy", {}).get("value")
             if separation is None:
                 separation = ((result.get("lowest_vs_highest") or {}).get("auc") or {}).get(judge)
             rows.append({
                 "judge": judge, "subset": section, "criterion": about.get("name") or about.get("criterion"),
                 "n": row.get("n"), "failed": row.get("failed"), "rho": rho, "ci_low": low, "ci_high": high,
                 "baseline": best,
-                "baseline_rho": ((result.get("baselines") or {}).get(best) or {}).get("spearman", {}).get("value"),
+                "baseline_rho": _estimate(((result.get("baselines") or {}).get(best) or {}).get("spearman"))[0],
                 "diff": diff, "diff_low": diff_low, "diff_high": diff_high, "separation": separation,
                 "reference": ((result.get("reference") or {}).get("spearman") or {}).get("value"),
             })

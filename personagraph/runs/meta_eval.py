@@ -77,8 +77,8 @@ async def run(
     loaded: benchmarks.Loaded | None = None
     if config.benchmark:
         chosen = benchmarks.resolve(config.benchmark)
-        loaded = benchmarks.load(chosen, benchmark_dir=Path(config.benchmark_dir) if config.benchmark_dir else None,
-                                 sample=config.sample, seed=config.seed)
+        local = Path(config.benchmark_dir) if config.benchmark_dir else None
+        loaded = benchmarks.load(chosen, benchmark_dir=local, sample=config.sample, seed=config.seed)
         items = loaded.items
     else:
         assert config.items is not None  # the config has one of the two

@@ -11,17 +11,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_protocol_is_a_meta_eval_run_and_the_table_has_a_row_per_subset(tmp_path: Path) -> None:
-    contexts = [{"context": f"hello\nwhat do you do {c} ?", "fact": "your persona: i ride horses.\n",
-                 "responses": [{"response": text, "Uses Knowledge": [k, k, k], "Overall": [o, 3, 3]}
-                               for text, k, o in (("i ride horses", 1, 5), ("ok", 0, 1), (f"horses {c}", 1, 4))]}
-                for c in range(4)]
+    contexts = [
+        {
+            "context": f"hello\nwhat do you do {c} ?",
+            "fact": "your persona: i ride horses.\n",
+            "responses": [
+                {"response": text, "Uses Knowledge": [k, k, k], "Overall": [o, 3, 3]}
+                for text, k, o in (("i ride horses", 1, 5), ("ok", 0, 1), (f"horses {c}", 1, 4))
+            ],
+        }
+        for c in range(4)
+    ]
     (tmp_path / "data" / "usr").mkdir(parents=True)
     (tmp_path / "data" / "usr" / "pc_usr_data.json").write_text(json.dumps(contexts))
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "judge_protocols.py"), "--judge", "test:judge", "--protocols",
-         "rationale,score", "--benchmark", "usr-personachat", "--benchmark-dir", str(tmp_path / "data"),
-         "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "judge_protocols.py"),
+            "--judge",
+            "test:judge",
+            "--protocols",
+            "rationale,score",
+            "--benchmark",
+            "usr-personachat",
+            "--benchmark-dir",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

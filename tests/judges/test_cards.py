@@ -29,12 +29,21 @@ def usr_copy(root: Path) -> Path:
     """A local copy of USR's file with 12 rated replies (a subset, as --benchmark-dir allows)."""
     contexts = []
     for c in range(4):
-        responses = [{"response": text, "Uses Knowledge": [k, k, 1 - k], "Overall": [o, o, 3]}
-                     for text, k, o in (("i ride horses on my ranch", 1, 5), ("ok", 0, 2),
-                                        (f"cattle drives were my life {c}", 1, 4))]
-        contexts.append({"context": f"hello\nwhat do you do for fun {c} ?",
-                         "fact": "your persona: i ride horses.\nyour persona: i live on a ranch.\n",
-                         "responses": responses})
+        responses = [
+            {"response": text, "Uses Knowledge": [k, k, 1 - k], "Overall": [o, o, 3]}
+            for text, k, o in (
+                ("i ride horses on my ranch", 1, 5),
+                ("ok", 0, 2),
+                (f"cattle drives were my life {c}", 1, 4),
+            )
+        ]
+        contexts.append(
+            {
+                "context": f"hello\nwhat do you do for fun {c} ?",
+                "fact": "your persona: i ride horses.\nyour persona: i live on a ranch.\n",
+                "responses": responses,
+            }
+        )
     (root / "usr").mkdir(parents=True)
     (root / "usr" / "pc_usr_data.json").write_text(json.dumps(contexts))
     return root
@@ -42,8 +51,13 @@ def usr_copy(root: Path) -> Path:
 
 @pytest.fixture
 def measured(tmp_path: Path) -> Card:
-    summary = meta_evaluate(benchmark="usr-personachat", benchmark_dir=str(usr_copy(tmp_path / "bench")),
-                            judges=["test:judge"], run_dir=tmp_path / "meta", n_resamples=100)
+    summary = meta_evaluate(
+        benchmark="usr-personachat",
+        benchmark_dir=str(usr_copy(tmp_path / "bench")),
+        judges=["test:judge"],
+        run_dir=tmp_path / "meta",
+        n_resamples=100,
+    )
     assert len(summary.cards) == 1 and Path(summary.cards[0]).parent == user_cards()
     assert summary.llm_calls == 12  # a reply rated on two scales is judged once
     card = find_card("test:judge", get_protocol(None, "test:judge"))
@@ -59,16 +73,26 @@ def test_a_benchmark_run_saves_a_card_with_each_subsets_figure(measured: Card) -
 
 
 def test_eval_view_report_and_a_failing_persona_test_show_the_card(measured: Card, tmp_path: Path) -> None:
-    summary = evaluate(PERSONA, models=["test:agent"], judges=["test:judge"], generator="test:gen",
-                       environments=1, questions_per_task=1, run_dir=tmp_path / "eval")
+    summary = evaluate(
+        PERSONA,
+        models=["test:agent"],
+        judges=["test:judge"],
+        generator="test:gen",
+        environments=1,
+        questions_per_task=1,
+        run_dir=tmp_path / "eval",
+    )
     line = summary.judge_validity["test:judge"]
-    assert line.startswith("test:judge (rationale) vs people: Persona Consistency: usr-personachat uses knowledge ρ")
+    assert line.startswith(
+        "test:judge (rationale) vs people: Persona Consistency: usr-personachat uses knowledge ρ"
+    )
     assert f"measured {measured.measured}" in line and "(n 12)" in line
     console = Console(file=io.StringIO(), width=200)
     console.print(view(load_run(tmp_path / "eval")))
     assert "judge test:judge (rationale) vs people" in console.file.getvalue()
     assert "Judge test:judge against people: test:judge (rationale) vs people" in build_report(
-        [load_run(tmp_path / "eval")])
+        [load_run(tmp_path / "eval")]
+    )
     tester = PersonaTester("t::cards", tmp_path / "tests")
     with pytest.raises(PersonaAssertionError) as failed:
         tester.assert_persona("test:agent", PERSONA, judges=["test:judge"], min_score=5)
@@ -76,14 +100,48 @@ def test_eval_view_report_and_a_failing_persona_test_show_the_card(measured: Car
 
 
 def test_without_a_card_every_view_says_how_to_measure_the_judge(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["eval", "--persona", PERSONA, "--model", "test:agent", "--judge", "test:judge",
-                                      "--generator", "test:gen", "--environments", "1", "--questions-per-task", "1",
-                                      "--run-dir", str(tmp_path / "eval")], env={"COLUMNS": "300"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--persona",
+            PERSONA,
+            "--model",
+            "test:agent",
+            "--judge",
+            "test:judge",
+            "--generator",
+            "test:gen",
+            "--environments",
+            "1",
+            "--questions-per-task",
+            "1",
+            "--run-dir",
+            str(tmp_path / "eval"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert result.exit_code == 0, result.output
     assert f"⚠ judge test:judge (rationale): {NOT_MEASURED}" in result.output
-    result = CliRunner().invoke(app, ["simulate", "--persona", PERSONA, "--turns", "2", "--model", "test:agent",
-                                      "--user-model", "test:user", "--judge", "test:judge",
-                                      "--run-dir", str(tmp_path / "sim")], env={"COLUMNS": "300"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--persona",
+            PERSONA,
+            "--turns",
+            "2",
+            "--model",
+            "test:agent",
+            "--user-model",
+            "test:user",
+            "--judge",
+            "test:judge",
+            "--run-dir",
+            str(tmp_path / "sim"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert f"⚠ judge test:judge (rationale): {NOT_MEASURED}" in result.output, result.output
 
 
@@ -91,12 +149,15 @@ def test_a_card_of_another_protocol_or_rubric_is_not_used(measured: Card) -> Non
     protocol = get_protocol(None, "test:judge")
     path = next(Path(where) for card, where in all_cards() if card.judge == "test:judge")
     assert "vs people" in validity_line("test:judge", protocol, ["Persona Consistency"])
-    assert NOT_MEASURED in validity_line("test:judge", get_protocol("score", "test:judge"), ["Persona Consistency"])
+    assert NOT_MEASURED in validity_line(
+        "test:judge", get_protocol("score", "test:judge"), ["Persona Consistency"]
+    )
     edited = measured.model_copy(deep=True)
     edited.criteria["persona_consistency"].fingerprint = "an older rubric"
     path.write_text(edited.model_dump_json())
     assert "its card measured no criterion with these rubrics" in validity_line(
-        "test:judge", protocol, ["Persona Consistency"])
+        "test:judge", protocol, ["Persona Consistency"]
+    )
     edited.protocol = "rationale-0000"
     path.write_text(edited.model_dump_json())
     assert NOT_MEASURED in validity_line("test:judge", protocol, ["Persona Consistency"])

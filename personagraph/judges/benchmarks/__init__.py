@@ -75,11 +75,18 @@ def load(
             key = subset.file.url
             if key not in located:
                 located[key] = found = locate(subset.file, benchmark_dir, progress=progress)
-                files.append({
-                    "benchmark": benchmark.name, "source": f"{subset.file.repository}@{subset.file.commit}",
-                    "path": subset.file.path, "read_from": str(found.path), "origin": found.origin,
-                    "sha256": found.sha256, "pinned_sha256": subset.file.sha256, "full_file": found.pinned,
-                })
+                files.append(
+                    {
+                        "benchmark": benchmark.name,
+                        "source": f"{subset.file.repository}@{subset.file.commit}",
+                        "path": subset.file.path,
+                        "read_from": str(found.path),
+                        "origin": found.origin,
+                        "sha256": found.sha256,
+                        "pinned_sha256": subset.file.sha256,
+                        "full_file": found.pinned,
+                    }
+                )
             converted = subset.convert(subset, located[key].path)
             items.extend(converted if sample is None else stratified_sample(converted, sample, seed))
     return Loaded(items, files)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from personagraph.judges.benchmarks.sources import SourceFile
 from personagraph.judges.meta_eval import MetaItem
@@ -28,6 +29,10 @@ class Subset:
         """The name results are keyed by: ``<benchmark>/<subset>``."""
         return f"{self.benchmark}/{self.name}"
 
+    def item(self, **fields: Any) -> MetaItem:
+        """A meta-eval item of this subset: its group, criterion and human scale, and ``fields``."""
+        return MetaItem(group=self.group, criterion=self.criterion, scale=self.scale, **fields)
+
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -39,6 +44,8 @@ class Benchmark:
     reference: str | None = None  # the published judge whose scores the items carry
 
     def __post_init__(self) -> None:
-        named = tuple(Subset(s.name, s.file, s.criterion, s.scale, s.convert, s.description, self.name)
-                      for s in self.subsets)
+        named = tuple(
+            Subset(s.name, s.file, s.criterion, s.scale, s.convert, s.description, self.name)
+            for s in self.subsets
+        )
         object.__setattr__(self, "subsets", named)

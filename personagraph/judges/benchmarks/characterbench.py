@@ -27,15 +27,20 @@ REFERENCE_FIELD = "pred_en_ref_free"
 
 
 def _file(stem: str, sha256: str, size: int) -> SourceFile:
-    return SourceFile("characterbench", REPOSITORY, COMMIT, f"eval_data/raw_data/{stem}_test.json", sha256, size)
+    return SourceFile(
+        "characterbench", REPOSITORY, COMMIT, f"eval_data/raw_data/{stem}_test.json", sha256, size
+    )
 
 
-ATTRIBUTE_BOT = _file("attribute_consistency_bot",
-                      "ab698376da114a86807ac65c9a0f5772302a014ea2efc9d019bb6cd71f65e41a", 4008231)
-ATTRIBUTE_HUMAN = _file("attribute_consistency_human",
-                        "ec9f1c4628b13060633cdb7e17f58893c5f3444fb31bd20c9dfceef15aef17a5", 3654995)
-BEHAVIOR = _file("behavior_consistency_human",
-                 "243f1692c336df199e0e2bb0ccbc38cf2de16db203cd3b82ed1426846f822c91", 3561000)
+ATTRIBUTE_BOT = _file(
+    "attribute_consistency_bot", "ab698376da114a86807ac65c9a0f5772302a014ea2efc9d019bb6cd71f65e41a", 4008231
+)
+ATTRIBUTE_HUMAN = _file(
+    "attribute_consistency_human", "ec9f1c4628b13060633cdb7e17f58893c5f3444fb31bd20c9dfceef15aef17a5", 3654995
+)
+BEHAVIOR = _file(
+    "behavior_consistency_human", "243f1692c336df199e0e2bb0ccbc38cf2de16db203cd3b82ed1426846f822c91", 3561000
+)
 
 
 def dialogue(record: dict[str, Any]) -> str:
@@ -71,18 +76,17 @@ def convert(subset: Subset, path: Path) -> list[MetaItem]:
         try:
             english = record["translation_en"]
             reference = record.get(REFERENCE_FIELD)
-            items.append(MetaItem(
-                id=f"{subset.name}-{record['id']}",
-                group=subset.group,
-                criterion=subset.criterion,
-                persona=profile(english["character_profile"]),
-                question=dialogue(record),
-                response=english["response_messages"]["response"],
-                human=[float(record["annotation_score"])],
-                scale=subset.scale,
-                reference=None if reference is None else float(reference),
-                row=number,
-            ))
+            items.append(
+                subset.item(
+                    id=f"{subset.name}-{record['id']}",
+                    persona=profile(english["character_profile"]),
+                    question=dialogue(record),
+                    response=english["response_messages"]["response"],
+                    human=[float(record["annotation_score"])],
+                    reference=None if reference is None else float(reference),
+                    row=number,
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise PersonagraphError(
                 f"{path}: record {number}: not in CharacterBench's format ({type(exc).__name__}: {exc})"
@@ -94,15 +98,33 @@ BENCHMARK = Benchmark(
     name="characterbench",
     title="CharacterBench (English translation)",
     citation="Zhou et al., CharacterBench: Benchmarking Character Customization of Large Language Models, "
-             "AAAI 2025",
+    "AAAI 2025",
     licence="the repository carries no licence file: research use; downloaded on request, never shipped",
     reference="CharacterJudge (the authors' fine-tuned 7B, reference-free)",
     subsets=(
-        Subset("attribute_bot", ATTRIBUTE_BOT, "persona_consistency", (1, 4), convert,
-               "the user asks about the character's own attributes"),
-        Subset("attribute_human", ATTRIBUTE_HUMAN, "persona_consistency", (1, 4), convert,
-               "the user says something the reply must square with the profile"),
-        Subset("behavior", BEHAVIOR, "linguistic_habits", (1, 3), convert,
-               "the profile's speaking style and behaviour"),
+        Subset(
+            "attribute_bot",
+            ATTRIBUTE_BOT,
+            "persona_consistency",
+            (1, 4),
+            convert,
+            "the user asks about the character's own attributes",
+        ),
+        Subset(
+            "attribute_human",
+            ATTRIBUTE_HUMAN,
+            "persona_consistency",
+            (1, 4),
+            convert,
+            "the user says something the reply must square with the profile",
+        ),
+        Subset(
+            "behavior",
+            BEHAVIOR,
+            "linguistic_habits",
+            (1, 3),
+            convert,
+            "the profile's speaking style and behaviour",
+        ),
     ),
 )

@@ -18,9 +18,14 @@ from personagraph.judges.benchmarks.sources import SourceFile
 from personagraph.judges.features import content_words
 from personagraph.judges.meta_eval import MetaItem
 
-DATA = SourceFile("persobench", "salehafzoon/PersoBench", "b08393e07ada45bd26f66425d453207a3d6db48a",
-                  "Prompts/IT-ConvAI2.csv",
-                  "8c39ce5df32416d32dbc2ac6c79de0b885b71bb41198ede59d0216f9db0e6575", 312269)
+DATA = SourceFile(
+    "persobench",
+    "salehafzoon/PersoBench",
+    "b08393e07ada45bd26f66425d453207a3d6db48a",
+    "Prompts/IT-ConvAI2.csv",
+    "8c39ce5df32416d32dbc2ac6c79de0b885b71bb41198ede59d0216f9db0e6575",
+    312269,
+)
 COLUMNS = ("personas", "context", "act_response")
 MIN_SHARED = 2  # content words a reply shares with one of its persona's sentences to restate it
 
@@ -49,18 +54,30 @@ def convert(subset: Subset, path: Path) -> list[MetaItem]:
         if not reply or max((len(words & content_words(f)) for f in facts(personas)), default=0) < MIN_SHARED:
             continue
         start = _start(row, len(rows))
-        other = next((rows[(start + k) % len(rows)][0] for k in range(len(rows))
-                      if (start + k) % len(rows) != row
-                      and not words & content_words(rows[(start + k) % len(rows)][0])), None)
+        other = next(
+            (
+                rows[(start + k) % len(rows)][0]
+                for k in range(len(rows))
+                if (start + k) % len(rows) != row
+                and not words & content_words(rows[(start + k) % len(rows)][0])
+            ),
+            None,
+        )
         if other is None:
             continue
         pair = f"{subset.name}-{row}"
         for side, persona, human in (("m", personas, 5.0), ("s", other, 1.0)):
-            items.append(MetaItem(
-                id=f"{row}-{side}", group=subset.group, criterion=subset.criterion, persona=persona.strip(),
-                question=context.strip(), response=reply, human=[human], scale=subset.scale, pair=pair,
-                row=row + 2,
-            ))
+            items.append(
+                subset.item(
+                    id=f"{row}-{side}",
+                    persona=persona.strip(),
+                    question=context.strip(),
+                    response=reply,
+                    human=[human],
+                    pair=pair,
+                    row=row + 2,
+                )
+            )
     if not items:
         raise PersonagraphError(f"{path}: no reply restates its persona, so no pair could be built")
     return items
@@ -70,10 +87,16 @@ BENCHMARK = Benchmark(
     name="persona-swap",
     title="Persona-swap pairs (PersoBench IT-ConvAI2)",
     citation="Afzoon et al., PersoBench: Benchmarking Personalized Response Generation in Large Language "
-             "Models, 2024; the dialogues are ConvAI2's (Dinan et al., 2019)",
+    "Models, 2024; the dialogues are ConvAI2's (Dinan et al., 2019)",
     licence="PersoBench's repository as published; downloaded on request, never shipped",
     subsets=(
-        Subset("pairs", DATA, "persona_consistency", (1, 5), convert,
-               "a reply under its own persona (5) against another that shares no content word (1)"),
+        Subset(
+            "pairs",
+            DATA,
+            "persona_consistency",
+            (1, 5),
+            convert,
+            "a reply under its own persona (5) against another that shares no content word (1)",
+        ),
     ),
 )

@@ -104,8 +104,9 @@ def locate(file: SourceFile, benchmark_dir: Path | None, *, progress: IO[str] | 
 
 def download(file: SourceFile, target: Path, *, progress: IO[str]) -> None:
     """Downloads ``file`` to ``target`` through a temporary file, verified before it takes the name."""
-    way_around = (f"or download it yourself and pass --benchmark-dir DIR with it at DIR/{file.source}/"
-                  f"{file.name}")
+    way_around = (
+        f"or download it yourself and pass --benchmark-dir DIR with it at DIR/{file.source}/{file.name}"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{file.name}.", suffix=".part")
     try:
@@ -118,8 +119,9 @@ def download(file: SourceFile, target: Path, *, progress: IO[str]) -> None:
                         out.write(chunk)
                         digest.update(chunk)
                         received += len(chunk)
-                        progress.write(f"\rdownloading {file.url}: {received / 1e6:.1f} / "
-                                       f"{file.size / 1e6:.1f} MB")
+                        progress.write(
+                            f"\rdownloading {file.url}: {received / 1e6:.1f} / {file.size / 1e6:.1f} MB"
+                        )
                         progress.flush()
             except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
                 reason = getattr(exc, "reason", None) or exc

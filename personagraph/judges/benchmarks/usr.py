@@ -17,8 +17,14 @@ from personagraph.judges.benchmarks.sources import SourceFile
 from personagraph.judges.meta_eval import MetaItem
 from personagraph.schemas import short_id
 
-DATA = SourceFile("usr", "daqh/llm-eval", "41dfd1a21f59aaf4830e35748f13c4b7d031cad5", "pc_usr_data.json",
-                  "9695056e48d2370d93ec0f4d55e2f4dbf4fe8f5645dd41a0c2be871cf21ada71", 230177)
+DATA = SourceFile(
+    "usr",
+    "daqh/llm-eval",
+    "41dfd1a21f59aaf4830e35748f13c4b7d031cad5",
+    "pc_usr_data.json",
+    "9695056e48d2370d93ec0f4d55e2f4dbf4fe8f5645dd41a0c2be871cf21ada71",
+    230177,
+)
 PERSONA_PREFIX = "your persona:"
 
 
@@ -28,14 +34,15 @@ def persona(facts: str) -> str:
     for line in facts.splitlines():
         text = line.strip()
         if text.lower().startswith(PERSONA_PREFIX):
-            text = text[len(PERSONA_PREFIX):].strip()
+            text = text[len(PERSONA_PREFIX) :].strip()
         if text:
             sentences.append(text[0].upper() + text[1:])
     return " ".join(sentences)
 
 
 def dialogue(context: str) -> str:
-    """The context's lines as ``User1:``/``User2:`` turns; its last line (``User1``) is what the replies answer."""
+    """The context's lines as ``User1:``/``User2:`` turns; its last line (``User1``) is what the replies
+    answer."""
     lines = [line.strip() for line in context.splitlines() if line.strip()]
     count = len(lines)
     return "\n".join(f"User{1 if (count - i) % 2 else 2}: {line}" for i, line in enumerate(lines))
@@ -54,17 +61,16 @@ def convert(subset: Subset, path: Path) -> list[MetaItem]:
             text: Any = context["context"]
             for index, reply in enumerate(context["responses"]):
                 human = [float(x) for x in reply[rating] if x is not None]
-                items.append(MetaItem(
-                    id=f"usr-{short_id(text)[:10]}-{index}",
-                    group=subset.group,
-                    criterion=subset.criterion,
-                    persona=persona(context["fact"]),
-                    question=dialogue(text),
-                    response=reply["response"].strip(),
-                    human=human,
-                    scale=subset.scale,
-                    row=number,
-                ))
+                items.append(
+                    subset.item(
+                        id=f"usr-{short_id(text)[:10]}-{index}",
+                        persona=persona(context["fact"]),
+                        question=dialogue(text),
+                        response=reply["response"].strip(),
+                        human=human,
+                        row=number,
+                    )
+                )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PersonagraphError(
                 f"{path}: context {number}: not in USR's format ({type(exc).__name__}: {exc})"
@@ -76,12 +82,24 @@ BENCHMARK = Benchmark(
     name="usr-personachat",
     title="USR PersonaChat ratings",
     citation="Mehri & Eskenazi, USR: An Unsupervised and Reference Free Evaluation Metric for Dialog "
-             "Generation, ACL 2020",
+    "Generation, ACL 2020",
     licence="USR's annotations as redistributed in daqh/llm-eval; downloaded on request, never shipped",
     subsets=(
-        Subset("uses_knowledge", DATA, "persona_consistency", (0, 1), convert,
-               "does the reply use the persona's facts (3 raters, 0/1)"),
-        Subset("overall", DATA, "persona_consistency", (1, 5), convert,
-               "overall quality of the reply in the dialogue (3 raters, 1–5)"),
+        Subset(
+            "uses_knowledge",
+            DATA,
+            "persona_consistency",
+            (0, 1),
+            convert,
+            "does the reply use the persona's facts (3 raters, 0/1)",
+        ),
+        Subset(
+            "overall",
+            DATA,
+            "persona_consistency",
+            (1, 5),
+            convert,
+            "overall quality of the reply in the dialogue (3 raters, 1–5)",
+        ),
     ),
 )

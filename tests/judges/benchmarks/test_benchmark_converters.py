@@ -18,13 +18,18 @@ from personagraph.judges.meta_eval import CriterionCatalogue
 from personagraph.judges.stats import spearman
 
 RAW = Path(__file__).resolve().parents[4] / "shared" / "benchmarks" / "judge-dev" / "raw"
-needs_dev = pytest.mark.skipif(not RAW.is_dir(), reason="../shared/benchmarks/judge-dev/raw is not beside the project")
+needs_dev = pytest.mark.skipif(
+    not RAW.is_dir(), reason="../shared/benchmarks/judge-dev/raw is not beside the project"
+)
 
 
 def test_groups_expand_and_unknown_names_are_refused() -> None:
     assert [b.name for b in resolve(["persona"])] == ["characterbench", "usr-personachat", "persona-swap"]
-    assert [b.name for b in resolve(["usr-personachat,persona"])] == ["usr-personachat", "characterbench",
-                                                                      "persona-swap"]
+    assert [b.name for b in resolve(["usr-personachat,persona"])] == [
+        "usr-personachat",
+        "characterbench",
+        "persona-swap",
+    ]
     with pytest.raises(PersonagraphError, match="unknown benchmark 'charbench'"):
         resolve(["charbench"])
 
@@ -48,10 +53,15 @@ def test_the_development_halves_convert_with_their_sizes_scales_and_reference() 
     assert sizes["characterbench/behavior"] == 118
     assert sizes["usr-personachat/uses_knowledge"] == sizes["usr-personachat/overall"] == 150
     bot = by_group["characterbench/attribute_bot"]
-    assert all(i.scale == (1, 4) and i.persona and i.question.splitlines()[-1].startswith("User1: ") for i in bot)
+    assert all(
+        i.scale == (1, 4) and i.persona and i.question.splitlines()[-1].startswith("User1: ") for i in bot
+    )
     # CharacterJudge's reference-free predictions, as the data's README reports them (ρ 0.69 / 0.56 / 0.11)
-    for group, expected in (("characterbench/attribute_bot", 0.69), ("characterbench/attribute_human", 0.56),
-                            ("characterbench/behavior", 0.11)):
+    for group, expected in (
+        ("characterbench/attribute_bot", 0.69),
+        ("characterbench/attribute_human", 0.56),
+        ("characterbench/behavior", 0.11),
+    ):
         items = by_group[group]
         rho = spearman(np.array([i.reference for i in items]), np.array([i.human_mean for i in items]))
         assert rho == pytest.approx(expected, abs=0.01)
@@ -64,21 +74,36 @@ def test_the_development_halves_convert_with_their_sizes_scales_and_reference() 
         assert own.pair == swapped.pair and own.response == swapped.response
         assert own.human == [5.0] and swapped.human == [1.0]
         assert not content_words(swapped.response) & content_words(swapped.persona)
-    assert {f["origin"] for f in loaded.files} == {"local copy"} and not any(f["full_file"] for f in loaded.files)
+    assert {f["origin"] for f in loaded.files} == {"local copy"} and not any(
+        f["full_file"] for f in loaded.files
+    )
 
 
 def test_characterbench_dialogue_tells_speakers_apart_by_the_untranslated_names() -> None:
     record = {
         "character_name": "风惜云",
-        "dialogue": [{"speaker": "user", "utterance": "u1"}, {"speaker": "风惜云", "utterance": "c1"},
-                     {"speaker": "character", "utterance": "c2"}],
-        "translation_en": {"greeting": "Hello father.", "messages": {"response": "How old were you?"},
-                           "dialogue": [{"speaker": "user", "utterance": "Hi."},
-                                        {"speaker": "Feng Xiyun", "utterance": "Yes."},
-                                        {"speaker": "Feng", "utterance": "Indeed."}]},
+        "dialogue": [
+            {"speaker": "user", "utterance": "u1"},
+            {"speaker": "风惜云", "utterance": "c1"},
+            {"speaker": "character", "utterance": "c2"},
+        ],
+        "translation_en": {
+            "greeting": "Hello father.",
+            "messages": {"response": "How old were you?"},
+            "dialogue": [
+                {"speaker": "user", "utterance": "Hi."},
+                {"speaker": "Feng Xiyun", "utterance": "Yes."},
+                {"speaker": "Feng", "utterance": "Indeed."},
+            ],
+        },
     }
-    assert dialogue(record).splitlines() == ["User2: Hello father.", "User1: Hi.", "User2: Yes.", "User2: Indeed.",
-                                             "User1: How old were you?"]
+    assert dialogue(record).splitlines() == [
+        "User2: Hello father.",
+        "User1: Hi.",
+        "User2: Yes.",
+        "User2: Indeed.",
+        "User1: How old were you?",
+    ]
 
 
 def test_a_file_in_another_format_is_one_line_naming_it(tmp_path: Path) -> None:
@@ -100,7 +125,9 @@ def test_a_sample_is_stratified_seeded_and_keeps_pairs_whole() -> None:
     items = load([BENCHMARKS["characterbench"]], benchmark_dir=RAW).items
     bot = [i for i in items if i.group == "characterbench/attribute_bot"]
     taken = stratified_sample(bot, 20, seed=3)
-    assert len(taken) == 20 and taken == stratified_sample(bot, 20, seed=3) != stratified_sample(bot, 20, seed=4)
+    assert len(taken) == 20 and taken == stratified_sample(bot, 20, seed=3) != stratified_sample(
+        bot, 20, seed=4
+    )
     share = {level: sum(i.human_mean == level for i in bot) / len(bot) for level in (1.0, 2.0, 3.0, 4.0)}
     for level, part in share.items():  # each score keeps its share, to within one item
         assert abs(sum(i.human_mean == level for i in taken) - 20 * part) <= 1

@@ -18,10 +18,13 @@ from personagraph.errors import PersonagraphError
 from personagraph.judges.benchmarks.sources import MIRROR_ENV, SourceFile, benchmarks_cache, locate
 from personagraph.judges.benchmarks.usr import DATA as USR
 
-BODY = b'[{"context": "hi\\nwhat do you do ?", "fact": "your persona: i am a nurse.\\n", ' \
-       b'"responses": [{"response": "i am a nurse", "Uses Knowledge": [1, 1, 0], "Overall": [4, 5, 4]}]}]'
-FILE = SourceFile("usr", "owner/repo", "c0ffee", "data/pc_usr_data.json", hashlib.sha256(BODY).hexdigest(),
-                  len(BODY))
+BODY = (
+    b'[{"context": "hi\\nwhat do you do ?", "fact": "your persona: i am a nurse.\\n", '
+    b'"responses": [{"response": "i am a nurse", "Uses Knowledge": [1, 1, 0], "Overall": [4, 5, 4]}]}]'
+)
+FILE = SourceFile(
+    "usr", "owner/repo", "c0ffee", "data/pc_usr_data.json", hashlib.sha256(BODY).hexdigest(), len(BODY)
+)
 
 
 class Upstream(http.server.BaseHTTPRequestHandler):
@@ -63,8 +66,9 @@ def cache_files() -> list[str]:
     return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
-def test_a_download_is_verified_cached_and_then_read_offline(upstream: type[Upstream],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_download_is_verified_cached_and_then_read_offline(
+    upstream: type[Upstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = locate(FILE, None)
     assert first.path.read_bytes() == BODY and first.pinned and first.origin == "download"
     assert cache_files() == ["pc_usr_data.json"] and upstream.requests == 1
@@ -72,12 +76,17 @@ def test_a_download_is_verified_cached_and_then_read_offline(upstream: type[Upst
     assert locate(FILE, None).path == first.path and upstream.requests == 1
 
 
-@pytest.mark.parametrize(("mode", "says"), [
-    ("altered", "does not match the pinned"),
-    ("truncated", "cut short"),
-    ("missing", "cannot download"),
-])
-def test_a_bad_download_is_one_line_and_nothing_is_cached(upstream: type[Upstream], mode: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("altered", "does not match the pinned"),
+        ("truncated", "cut short"),
+        ("missing", "cannot download"),
+    ],
+)
+def test_a_bad_download_is_one_line_and_nothing_is_cached(
+    upstream: type[Upstream], mode: str, says: str
+) -> None:
     upstream.mode = mode
     with pytest.raises(PersonagraphError, match=says) as caught:
         locate(FILE, None)
@@ -106,11 +115,14 @@ def test_a_local_copy_is_read_and_its_sha256_recorded_not_required(tmp_path: Pat
     (tmp_path / "usr").mkdir()
     (tmp_path / "usr" / "pc_usr_data.json").write_bytes(BODY)
     found = locate(USR, tmp_path)
-    assert found.origin == "local copy" and found.sha256 == hashlib.sha256(BODY).hexdigest() and not found.pinned
+    assert (
+        found.origin == "local copy" and found.sha256 == hashlib.sha256(BODY).hexdigest() and not found.pinned
+    )
 
 
-def test_cli_errors_are_one_line_exit_2(upstream: type[Upstream], tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_errors_are_one_line_exit_2(
+    upstream: type[Upstream], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = CliRunner()
     wrong = tmp_path / "wrong"
     (wrong / "usr").mkdir(parents=True)
@@ -126,7 +138,8 @@ def test_cli_errors_are_one_line_exit_2(upstream: type[Upstream], tmp_path: Path
         assert result.exit_code == 2 and says in result.output, result.output
         assert result.output.count("\n") == 1, result.output
     monkeypatch.setenv(MIRROR_ENV, "http://127.0.0.1:1")
-    result = runner.invoke(app, ["meta-eval", "--benchmark", "usr-personachat", "-j", "test:j",
-                                 "--run-dir", str(tmp_path / "r")])
+    result = runner.invoke(
+        app, ["meta-eval", "--benchmark", "usr-personachat", "-j", "test:j", "--run-dir", str(tmp_path / "r")]
+    )
     assert result.exit_code == 2 and "cannot download" in result.output and "--benchmark-dir" in result.output
     assert cache_files() == []
