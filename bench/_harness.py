@@ -1,6 +1,5 @@
 """Shared by the benchmark scripts: the machine line, the fake OpenAI server in its own process, call
-tracing, CPU clocks, a finished run's calls as chat bodies to replay, and a fresh embedded server to
-replay them on."""
+tracing, CPU clocks and context switches, deterministic personas."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,58 +212,5 @@ def personas(n: int, offset: int = 0) -> list[Any]:
 
     jobs = ("baker", "nurse", "pilot", "farmer", "teacher", "welder", "poet", "judge", "chef", "miner")
     towns = ("Lyon", "Austin", "Osaka", "Lagos", "Quito", "Perth", "Oslo", "Pune", "Cork", "Kyiv")
-    return [Persona(description=f"A {20 + (i * 7) % 60}-year-old {jobs[i % 10]} from {towns[(i // 10) % 10]} (#{i})")
-            for i in range(offset, offset + n)]
-
-
-def stored_bodies(run_dir: Path, model: str) -> list[tuple[str, dict[str, Any]]]:
-    """The chat bodies of a finished run's calls to ``model`` (a spec), with each call's role, in the order
-    they finished: what the benches that replay a run against llama-server send. One line (SystemExit) for
-    a folder that is no run directory or holds no call to ``model``."""
-    from personagraph.errors import PersonagraphError
-    from personagraph.store import RunStore
-
-    try:
-        store = RunStore(run_dir, readonly=True)
-    except PersonagraphError as exc:
-        sys.exit(str(exc))
-    try:
-        bodies = [(row.role, {"messages": request["messages"], **request["params"]})
-                  for row, request in store.calls(model)]
-    finally:
-        store.close()
-    if not bodies:
-        sys.exit(f"{store.path}: no calls to {model}")
-    return bodies
-
-
-Send = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-@asynccontextmanager
-async def fresh_server(model: str, *, slots: int, extra_args: tuple[str, ...] = ()) -> AsyncIterator[Send]:
-    """A fresh llama-server for the embedded ``model``, started by its own engine (``slots`` slots, more
-    server arguments in ``extra_args``), as ``send(chat body) -> reply``; stopped on leaving. One line
-    (SystemExit) when it cannot start or dies, or when it answers with an HTTP error."""
-    import aiohttp
-
-    from personagraph.models.engine import Engine, EngineFailed
-    from personagraph.models.spec import LOCAL_MODELS
-
-    engine = Engine(LOCAL_MODELS[model], slots=slots, extra_args=extra_args)
-    label = " ".join(("llama-server", *extra_args))
-    try:
-        url = await engine.base_url()
-        async with aiohttp.ClientSession() as session:
-
-            async def send(body: dict[str, Any]) -> dict[str, Any]:
-                async with session.post(url + "/chat/completions", json=body) as reply:
-                    if reply.status != 200:
-                        sys.exit(f"{label}: HTTP {reply.status}: {(await reply.text())[:200]}")
-                    return await reply.json()
-
-            yield send
-    except EngineFailed as exc:
-        sys.exit(str(exc))
-    finally:
-        engine.stop()
+    return [Persona(description=f"A {20 + (i * 7) % 60}-year-old {jobs[i % 10]} from {towns[(i // 10) % 10]}"
+                                f" (#{i})") for i in range(offset, offset + n)]

@@ -1,4 +1,4 @@
-"""The embedded default as a newcomer meets it: the README's quick run, its memory, and the install.
+"""The README's quick run on the embedded models, and a fresh install: wall time, peak memory, CPU.
 
 Each measured command runs as a child process whose whole tree (personagraph and the llama-servers it
 starts) is sampled from ``/proc``: the peak of the summed resident memory (RSS, ``status``, every 0.1 s)

@@ -1,4 +1,4 @@
-"""MADial-Bench memory recall: every method with a bootstrap CI, and a held-out (cross-user) headline.
+"""MADial-Bench memory recall: held-out (cross-user) MRR@10 of `fusion`, every method with a bootstrap CI.
 
     .venv/bin/python bench/madial_retrieval.py ../shared/benchmarks/madial-en [--json OUT] [--full]
 

@@ -1,4 +1,4 @@
-"""How well ``judges/refusal_markers.yaml`` separates persona breaks from in-character sentences.
+"""Recall and false positives of ``judges/refusal_markers.yaml`` on persona breaks and in-character lines.
 
 Reads ``bench/refusal_sentences.yaml`` (real assistant refusals and AI disclosures; in-character sentences
 that use the same words) and prints recall on the refusals, the false-positive rate on the in-character

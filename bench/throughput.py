@@ -1,4 +1,4 @@
-"""Throughput of the full PersonaGym pipeline at increasing concurrency, against a fixed-delay server.
+"""Calls per second against the ideal, and framework CPU per call, of the full pipeline at each concurrency.
 
 For each concurrency C: calls/s against the ideal C/d, wall time against a sequential loop of the same
 calls (calls × d), and the framework's CPU time per call — this process's CPU (every thread: event loop,

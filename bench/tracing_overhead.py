@@ -30,18 +30,22 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import ServerProcess, fake_server, load_average, machine, personas  # noqa: E402
-from bench.throughput import one_run  # noqa: E402
+from bench.throughput import JUDGE, one_run  # noqa: E402
 from personagraph.cli.eval import _fast_event_loop  # noqa: E402
+from personagraph.judges.protocols import default_protocol  # noqa: E402
 from personagraph.models import tracing  # noqa: E402
 from personagraph.models.client import ModelClient  # noqa: E402
 
 HOOKED = ModelClient._call
 TARGET = 0.05
+PROTOCOL = default_protocol(JUDGE)  # the throughput bench's judges, asked as an `openai:` judge is by default
 
 
-async def _bare_call(self: ModelClient, messages: Any, response_format: Any, top_logprobs: Any = None) -> Any:
+async def _bare_call(self: ModelClient, messages: Any, response_format: Any, top_logprobs: Any = None, *,
+                     structured: bool = False, fresh: bool = False) -> Any:
     """``ModelClient._call`` without the tracing check: the untraced path only."""
-    return await self._cached_call(messages, self._params(response_format, top_logprobs), response_format)
+    params = self._params(response_format, top_logprobs)
+    return await self._cached_call(messages, params, response_format, structured, fresh)
 
 
 def check_cost_us(n: int = 200_000) -> float:
@@ -53,7 +57,7 @@ def check_cost_us(n: int = 200_000) -> float:
 
 
 async def bench(server: ServerProcess, n_personas: int, concurrency: int, rounds: int) -> None:
-    await one_run(server, personas(2, offset=5000), 8)  # warm-up: imports, connections, caches
+    await one_run(server, personas(2, offset=5000), 8, PROTOCOL)  # warm-up: imports, connections, caches
     gc.freeze()  # as `personagraph eval` does once its imports are done
     people = personas(n_personas)
     cpu_ms: dict[str, list[float]] = {"bare": [], "hooked": []}
@@ -66,7 +70,7 @@ async def bench(server: ServerProcess, n_personas: int, concurrency: int, rounds
         for variant, call in order if round_no % 2 else order[::-1]:  # odd rounds: bare first
             ModelClient._call = call  # type: ignore[method-assign]
             load = load_average()
-            r = await one_run(server, people, concurrency)
+            r = await one_run(server, people, concurrency, PROTOCOL)
             cpu_ms[variant].append(1000 * r["cpu"] / r["calls"])
             print(f"{round_no:>5} {variant:>7} {r['calls']:>6} {r['wall']:>7.2f} "
                   f"{cpu_ms[variant][-1]:>11.3f}  {load} → {load_average()}")

@@ -199,7 +199,7 @@ def first_question(text: str) -> str:
     the first), with what comes before it (the scene).
 
     The task specifications ask for one question per item; the embedded 1.5B writes several in one in
-    20–35% of its items (``bench/question_form.py``), and a list of questions draws an answer that runs to the
+    20–35% of its items (docs/benchmarks.md#tried-not-kept), and a list of questions draws an answer that runs to the
     answer cap. A question followed by a plain instruction ("What do you do? Explain why.") is kept whole.
     """
     ends = list(_QUESTION_END.finditer(text))

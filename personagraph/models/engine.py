@@ -58,7 +58,7 @@ SERVER_ENV = "PERSONAGRAPH_LLAMA_SERVER"  # path of another llama-server binary 
 # Parallel slots per model and the context of each (PERSONAGRAPH_LLAMA_SLOTS / PERSONAGRAPH_N_CTX).
 # 4 slots: the quick run sends up to 5 calls at once to the 1.5B model (one per task) and the server
 # batches them into one decode per step; 4 replayed a quick run faster than 1, and 5 no faster than 4
-# (`bench/slots.py`, docs/benchmarks.md#quick-run). 4096 tokens per slot fit the longest judge prompt plus
+# (docs/benchmarks.md#tried-not-kept). 4096 tokens per slot fit the longest judge prompt plus
 # its reply. A slot's KV cache (up to ~115 MB for the 1.5B model) is resident only as far as its prompts
 # have filled it: the build zeroes it without touching its pages (scripts/llama-patches/).
 SLOTS = int(os.environ.get("PERSONAGRAPH_LLAMA_SLOTS", "4"))
@@ -76,7 +76,7 @@ _CONTEXT_EXCEEDED = "exceeds the available context size"  # llama-server's refus
 # (docs/benchmarks.md#install, #quick-run).
 NO_REPACK = ("--no-repack",)
 # No speculative decoding: on 2 cores the 0.5B's own decoding as a draft model costs more than the 1.5B's
-# steps it saves (`bench/speculative.py`, docs/benchmarks.md#quick-run).
+# steps it saves (docs/benchmarks.md#tried-not-kept).
 # OpenMP threads spin while they wait at ggml's barriers; with more runnable threads than cores (the
 # two embedded models decode at the same time in `eval`, and shared machines) a spinning thread burns
 # the time slice its sibling needs (docs/benchmarks.md#quick-run). A user's own OMP_WAIT_POLICY is kept.
@@ -150,8 +150,8 @@ class Engine:
     """One embedded model's llama-server: started on demand, restarted once after a death."""
 
     def __init__(self, model: LocalModel, slots: int = SLOTS, extra_args: tuple[str, ...] = ()) -> None:
-        """``extra_args``: more llama-server arguments, for benches that measure a server option
-        (``bench/speculative.py``); the engines of a run take none."""
+        """``extra_args``: more llama-server arguments, for tests and benches that set a server option; the
+        engines of a run take none."""
         self.model = model
         self.slots = slots
         self.extra_args = extra_args

@@ -1,0 +1,47 @@
+"""The bench scripts run end to end on tiny arguments, offline (the fake server on loopback, no model), and
+print their figure's line, so that a script rots here and not on the day its figure is measured again;
+and every script in bench/ is cited on the benchmarks page."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# script → (tiny arguments, the line its figure is read from)
+SMOKE = {
+    "refusal_markers.py": ([], r"^recall on refusals: \d+/30 = [\d.]+ \[95% CI"),
+    "stats_bootstrap.py": (["--sizes", "20", "--resamples", "50", "--repeat", "1"],
+                           r"^\s+20\s+50\s+[\d.]+\s"),
+    "store_write_behind.py": (["--calls", "10", "--gap", "0.001", "--rounds", "1"],
+                              r"^write-behind  : [\d.]+ ms CPU per call, switches per call [\d.]+\+[\d.]+"),
+    "throughput.py": (["--personas", "2", "--delay", "0.01", "--concurrency", "4",
+                       "--sequential-personas", "1"],
+                      r"^ratio_to_ideal@4 [\d.]+ .* cpu_ms_per_call@4 [\d.]+"),
+    "tracing_overhead.py": (["--personas", "2", "--concurrency", "4", "--rounds", "1", "--delay", "0.01"],
+                            r"^cpu_ms_per_call bare [\d.]+ hooked [\d.]+ change"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_the_script_runs_on_tiny_arguments_and_prints_its_figure(script: str) -> None:
+    args, figure = SMOKE[script]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(figure, result.stdout, re.MULTILINE), result.stdout
+    if script != "refusal_markers.py":  # the markers' figure depends on no machine
+        assert re.search(r"^machine: .*, load average ", result.stdout, re.MULTILINE), result.stdout
+
+
+def test_every_script_is_cited_on_the_benchmarks_page() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    scripts = sorted(p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_"))
+    assert scripts and [name for name in scripts if f"bench/{name}" not in page] == []
