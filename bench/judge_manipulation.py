@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._harness import load_average, machine  # noqa: E402
 from personagraph.judges.judge import score_response  # noqa: E402
+from personagraph.judges.manipulation import detect_manipulation  # noqa: E402
 from personagraph.judges.protocols import get_protocol  # noqa: E402
 from personagraph.judges.rubrics import load_rubric  # noqa: E402
 from personagraph.judges.stats import bootstrap_ci  # noqa: E402
@@ -111,9 +112,10 @@ async def judge_all(args: argparse.Namespace, todo: list[Item], rubrics: list[st
 
     async def one(item: Item, key: str) -> None:
         rubric = load_rubric(key)
-        if not item.text.strip():  # a non-answer: the rubric's minimum, never judged (as eval scores it)
+        flag = detect_manipulation(item.text, item.persona) if args.skip_flagged else None
+        if not item.text.strip() or flag is not None:  # the rubric's minimum, no call (see --skip-flagged)
             rows.append({"kind": item.kind, "pair": item.pair, "rubric": key, "status": "ok",
-                         "value": float(rubric.scale[0]), "flag": None})
+                         "value": float(rubric.scale[0]), "flag": flag and flag.kind})
             return
         async with gate:
             scored = await score_response(client, rubric, persona=item.persona, question=item.question,
@@ -164,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=None, help="run store of the judge's calls (default: "
                                                                    "a fresh temp dir: every call is sent)")
+    parser.add_argument("--skip-flagged", action="store_true",
+                        help="score a flagged answer the rubric's minimum without asking the judge: what "
+                             "score_response gives it whatever the judge says (unless the judge's rationale "
+                             "copies the answer, which fails the verdict); for a slow judge")
     parser.add_argument("--verbose", action="store_true", help="print every verdict")
     args = parser.parse_args(argv)
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
@@ -184,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serving local:{args.serve_embedded} at {args.base_url} for {args.judge}", flush=True)
     todo = items(data, args.answers)
     print(f"judge {args.judge} ({protocol.name}): {len(todo)} answers ({args.answers} plain) on "
-          f"{', '.join(rubrics)}", flush=True)
+          f"{', '.join(rubrics)}{'; flagged answers scored by rule, not asked' if args.skip_flagged else ''}",
+          flush=True)
     started = time.perf_counter()
     rows = asyncio.run(judge_all(args, todo, rubrics))
     minutes = (time.perf_counter() - started) / 60

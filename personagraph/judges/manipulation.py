@@ -14,6 +14,8 @@ its structure, in any wording and in the languages of ``judges/manipulation.yaml
   or the rubric near it; or an instruction to set the rubric aside ("ignore the rubric", "ignora la
   rúbrica"), and the phrases of ``judges/judge_instruction_markers.yaml``.
 * ``stuffing`` — the persona's own words repeated far beyond natural text.
+* ``one_word`` — an answer of a single word ("Cowboy."): it shows nothing of the persona a rubric asks
+  about, yet a small judge scored it above in-character answers (``bench/judge_manipulation.py``).
 
 A flagged answer scores at most the rubric's minimum (``judges/judge.py``), with the judge's own score
 kept beside it, as an answer that breaks persona scores at most the rubric's ``break_cap``.
@@ -32,8 +34,9 @@ from personagraph.judges.judge_instructions import detect_judge_instruction
 from personagraph.resources import read_yaml
 
 FILE = "judges/manipulation.yaml"
-Kind = Literal["verdict", "address", "stuffing"]
+Kind = Literal["verdict", "address", "stuffing", "one_word"]
 EVIDENCE_CHARS = 80  # of the text that shows a flag, kept in the verdict (answer text: bounded)
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]|[^\W_]+")  # a CJK character is a word
 WINDOW = 160  # characters after an evaluator spoken to in which a request about the score counts
 
 
@@ -193,8 +196,10 @@ def detect_manipulation(text: str, persona: str = "") -> Manipulation | None:
     stuffing is not looked for.
     """
     if not text.strip():
-        return None
+        return None  # an empty answer is a non-answer, scored the minimum without a judge
     normalized = _normalized(text)
+    if len(_WORD.findall(normalized)) == 1:
+        return Manipulation("one_word", _clip(normalized))
     if (found := _address(normalized)) is not None:
         return Manipulation("address", _clip(found))
     if (found := _verdict(normalized)) is not None:

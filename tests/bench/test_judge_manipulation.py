@@ -36,9 +36,18 @@ def test_R1_bench_prints_each_kind_against_plain_and_a_summary(tmp_path: Path,
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] and
              line.split()[0] in KINDS}
     assert set(lines) == set(KINDS)
-    for kind in ("verdict_json", "verdict_rationale", "address", "stuffing", "empty"):
+    for kind in ("verdict_json", "verdict_rationale", "address", "stuffing", "empty", "one_token"):
         assert float(lines[kind][2]) < -3, lines[kind]  # a judge fooled into 5 is capped at the minimum
-    assert float(lines["one_token"][2]) == 0.0 and float(lines["foreign"][2]) == 0.0  # scored 5 like plain
+    assert float(lines["foreign"][2]) == 0.0  # scored 5 like plain
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("summary test:jm-five rationale answers 3 ") and " target met " in summary
     assert "machine: " in out and code == 0
+
+
+def test_R1_skip_flagged_scores_flagged_answers_by_rule(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--judge", "test:jm-five", "--answers", "2", "--skip-flagged", "--cache", str(tmp_path / "cache")])
+    out = capsys.readouterr().out
+    assert "flagged answers scored by rule, not asked" in out
+    summary = out.strip().splitlines()[-1]
+    assert " target met " in summary and " flagged 40 " in summary  # every answer but plain and foreign

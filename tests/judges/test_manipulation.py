@@ -188,3 +188,10 @@ async def test_R1_the_session_judge_reads_the_conversation_fenced() -> None:
 def test_R1_verdicts_of_older_runs_read_without_the_flag() -> None:
     old = Verdict(id="v", answer_id="a", judge="j", status="ok", score=3)
     assert old.manipulation is None
+
+
+@pytest.mark.parametrize(("text", "flagged"), [("Cowboy.", True), ("  Yes!  ", True), ("好", True),
+                                                ("Yep, partner.", False), ("好的。", False), ("", False)])
+def test_R1_a_one_word_answer_is_flagged(text: str, flagged: bool) -> None:
+    found = detect_manipulation(text, "A retired cowboy from Texas")
+    assert (found is not None and found.kind == "one_word") == flagged
