@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from personagraph.errors import PersonagraphError
 from personagraph.judges.meta_eval import EXPECTED_SUFFIX, Criterion, CriterionCatalogue
 from personagraph.judges.protocols import Protocol, get_protocol
 from personagraph.models.weights import cache_root
@@ -223,5 +224,14 @@ def validity_line(judge: str, protocol: Protocol, criteria: list[str]) -> str:
 
 
 def validity_lines(judges: list[str], protocol: str | None, criteria: list[str]) -> dict[str, str]:
-    """Each judge's :func:`validity_line` under the protocol a run asks it with (its default when None)."""
-    return {judge: validity_line(judge, get_protocol(protocol, judge), criteria) for judge in judges}
+    """Each judge's :func:`validity_line` under the protocol a run asks it with (its default when None); a
+    run made with a protocol this version no longer has is said to be unmeasured, not an error."""
+    lines = {}
+    for judge in judges:
+        try:
+            asked = get_protocol(protocol, judge)
+        except PersonagraphError:
+            lines[judge] = f"{judge} ({protocol}): not measured against people (no such protocol now)"
+            continue
+        lines[judge] = validity_line(judge, asked, criteria)
+    return lines

@@ -179,3 +179,10 @@ def test_view_and_report_of_a_benchmark_run_show_each_subset(measured: Card, tmp
     assert "usr-personachat/uses_knowledge" in shown and "usr-personachat/overall" in shown
     page = build_report([run])
     assert "Judges against people (meta-eval)" in page and "usr-personachat/overall" in page
+
+
+def test_a_run_made_with_a_protocol_that_is_gone_is_unmeasured_not_an_error() -> None:
+    from personagraph.judges.cards import validity_lines
+
+    line = validity_lines(["test:judge"], "an-old-protocol", ["Persona Consistency"])["test:judge"]
+    assert line == "test:judge (an-old-protocol): not measured against people (no such protocol now)"
