@@ -114,3 +114,21 @@ async def test_ray_results_equal_local_and_resume_the_same_way(ray_cluster, tmp_
     resumed = await run_eval(config(), tmp_path / "ray", executor="ray")
     assert resumed.llm_calls == 0 and resumed.cache_hits == local.llm_calls
     assert resumed.models == local.models
+
+
+async def test_r5_only_the_units_in_flight_exist_as_tasks(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queued personas are no tasks: memory and the time to act on a signal do not grow with the queue."""
+    import asyncio
+
+    tasks_at_start: list[int] = []
+    real = local.run_unit
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        tasks_at_start.append(len(asyncio.all_tasks()))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(local, "run_unit", counted)
+    personas = [Persona(description=f"A farmer number {i} from Iowa") for i in range(60)]
+    summary = await run_eval(config(personas=personas, concurrency=2, environments=1), run_dir)
+    assert summary.personas_finished == 60 and len(tasks_at_start) == 60
+    assert max(tasks_at_start) <= 20  # the run's own tasks and two units' graphs, never one per queued persona
