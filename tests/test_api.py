@@ -297,3 +297,23 @@ def test_two_compiled_graphs_are_compared_by_their_names(tmp_path: Path) -> None
     assert list(by_name.models) == ["compiled-name", "run-name", "test:agent"] and by_name.complete
     with pytest.raises(PersonagraphError, match="models: 'x': a {name: object} entry names an object"):
         evaluate("A cowboy", models={"x": "test:agent"}, run_dir=tmp_path / "spec", **CONFIG)
+
+
+def test_a_summary_shows_its_persona_score_table(tmp_path: Path) -> None:
+    """A summary as a notebook's last expression (HTML), printed, or drawn by rich is the PersonaScore table
+    with its numbers, not a screenful of fields; names in it are escaped."""
+    from rich.console import Console
+
+    summary = evaluate("A cowboy", models=[{"<b>bold</b>": lambda messages: "Howdy."}, "test:agent"],
+                       run_dir=tmp_path / "run", on_progress=lambda event: None, **CONFIG)
+    scores = [f"{summary.models[m]['persona_score']:.2f}" for m in ("<b>bold</b>", "test:agent")]
+    page = summary._repr_html_()
+    assert "<th>&lt;b&gt;bold&lt;/b&gt;</th>" in page and "<b>bold" not in page
+    assert all(f"<td>{score}</td>" in page for score in scores) and "Persona Consistency" in page
+    text = repr(summary)
+    assert len(text.splitlines()) == 1 + 1 + 8 and len(text) < 800 and str(summary) == text
+    assert all(score in text.splitlines()[-3] for score in scores)  # the PersonaScore row
+    console = Console(width=80, record=True)
+    console.print(summary)
+    shown = console.export_text()
+    assert "PersonaScore" in shown and scores[1] in shown and "Linguistic Habits" in shown

@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import functools
 import gc
+import html
 import json
 import threading
 import time
@@ -154,6 +155,15 @@ def record_failures(stage: str, record: dict[str, Any] | None, model: str | None
     return None if record is None else failed_records(stage, [record], model)
 
 
+@dataclass(frozen=True)
+class SummaryTable:
+    """A summary's headline as plain text: a title, column names and rows (see :meth:`Summary.table`)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
 class Summary(BaseModel):
     """The numbers every run kind reports; a kind's summary adds its own fields (extra keys are kept).
 
@@ -203,6 +213,55 @@ class Summary(BaseModel):
         if permanent < len(self.failures) or self.incomplete or not parts:
             line += "; run the same command again to resume"
         return line + (f" ({retry})" if retry else "")
+
+    # --- display: a notebook's last expression, print(), rich -------------------------------------------
+    def table(self) -> SummaryTable:
+        """What a notebook, ``print`` or rich shows for this summary: the kind's headline as plain text (a
+        kind with scores shows them; here, the counts every run has)."""
+        return SummaryTable(
+            f"{self.kind or 'run'} · {self.run_dir}", ["", "value"],
+            [["LLM calls", str(self.llm_calls)], ["cache hits", str(self.cache_hits)],
+             ["wall time", f"{self.wall_time_s:.1f} s"], ["failed items", str(len(self.failures))],
+             ["incomplete items", str(self.incomplete)]],
+        )
+
+    def _repr_html_(self) -> str:
+        table = self.table()
+        head = "".join(f"<th>{html.escape(name)}</th>" for name in table.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+                       for row in table.rows)
+        notes = "".join(f"<p>{html.escape(line)}</p>" for line in self._notes())
+        return (f"<table><caption>{html.escape(table.title)}</caption><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table>{notes}")
+
+    def __repr__(self) -> str:
+        table = self.table()
+        widths = [max(len(row[i]) for row in [table.columns, *table.rows]) for i in range(len(table.columns))]
+        lines = [f"{type(self).__name__}: {table.title}"]
+        for row in [table.columns, *table.rows]:
+            cells = [cell.ljust(width) if i == 0 else cell.rjust(width)
+                     for i, (cell, width) in enumerate(zip(row, widths, strict=True))]
+            lines.append("  ".join(cells).rstrip())
+        return "\n".join([*lines, *self._notes()])
+
+    __str__ = __repr__  # print(summary): the same table
+
+    def __rich__(self) -> Any:
+        from rich.table import Table  # only when rich draws the summary
+        from rich.text import Text
+
+        table = self.table()
+        out = Table(title=Text(table.title), caption=Text("\n".join(self._notes())) if self._notes() else None)
+        for i, name in enumerate(table.columns):
+            out.add_column(Text(name), justify="left" if i == 0 else "right")
+        for row in table.rows:
+            out.add_row(*(Text(cell) for cell in row))
+        return out
+
+    def _notes(self) -> list[str]:
+        """The outcome line under the table, when there is one (failed, incomplete, retried items)."""
+        line = self.outcome_line()
+        return [line] if line else []
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from personagraph.models.spec import DEFAULT_JUDGE, DEFAULT_MODEL
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash
 from personagraph.runs import judge_check
-from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, synchronous
+from personagraph.runs.base import FailedItem, ProgressHandler, Run, Summary, SummaryTable, synchronous
 from personagraph.runs.executors import EvalJob, get_executor
 from personagraph.runs.executors.base import StoredUnits, UnitOutcome
 from personagraph.runs.plugins import Plugins, check_judge_names, given_by_name, is_plugin_path
@@ -182,6 +182,24 @@ class EvalSummary(Summary):
     answers_not_asked: int = 0
     # per judge, one line: how its scores agreed with people (its validity card), or how to measure it
     judge_validity: dict[str, str] = Field(default_factory=dict)
+
+    def table(self) -> SummaryTable:
+        """The PersonaScore table (task × model, the PersonaScore with its 95% CI, refusals), as ``eval``
+        prints it: what a notebook shows for the summary."""
+        def score(value: Any) -> str:
+            return "—" if value is None else f"{value:.2f}"
+
+        results = list(self.models.values())
+        rows = [[task, *(score(r.get("tasks", {}).get(task, {}).get("mean")) for r in results)]
+                for task in TASK_NAMES]
+        rows += [
+            ["PersonaScore", *("incomplete" if r.get("incomplete") else score(r.get("persona_score"))
+                               for r in results)],
+            ["95% CI", *(f"{ci[0]:.2f}–{ci[1]:.2f}" if (ci := r.get("ci")) else "—" for r in results)],
+            ["refusal rate", *("—" if r.get("refusal_rate") is None else f"{r['refusal_rate']:.0%}"
+                               for r in results)],
+        ]
+        return SummaryTable(f"PersonaScore (1–5) · {self.run_dir}", ["", *self.models], rows)
 
 
 def check_judges(config: EvalConfig) -> None:
