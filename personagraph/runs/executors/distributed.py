@@ -25,6 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import astuple
 from typing import Any
 
@@ -164,6 +167,38 @@ def run_persona_unit(
     }
 
 
+def _lost(exc: BaseException) -> PersonagraphError:
+    """A failure of the cluster itself (a node, the store actor or a Ray process lost) as the run's one line:
+    what a unit finished is stored, and the next run does the rest."""
+    return PersonagraphError(
+        f"the Ray cluster lost a node or actor this run needed ({type(exc).__name__}); finished items are "
+        "saved — run the same command again to resume"
+    )
+
+
+@contextmanager
+def _ray_messages_logged() -> Iterator[None]:
+    """Ray's driver prints the cluster's error messages (a node marked dead, a worker killed) on the terminal
+    as they come, with colour codes; while a run uses Ray they go to the ``ray`` logger instead (shown with
+    --verbose), and the run says what they meant in its own line."""
+    from ray._private import worker  # optional dependency; the printer is Ray's, looked up at each message
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None:
+        yield
+        return
+
+    def logged(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", []):
+            logging.getLogger("ray").info("(%s) %s", data.get("pid", "ray"), line)
+
+    worker.print_to_stdstream = logged
+    try:
+        yield
+    finally:
+        worker.print_to_stdstream = printer
+
+
 def _user_error(exc: BaseException) -> PersonagraphError | None:
     """The PersonagraphError a task raised (Ray wraps it), restated for the driver; None for any other."""
     cause = getattr(exc, "cause", exc)
@@ -194,7 +229,9 @@ class RayExecutor:
         if not self.address:
             kwargs["include_dashboard"] = False
         try:
-            ray.init(address=self.address or os.environ.get("RAY_ADDRESS") or None, **kwargs)
+            with warnings.catch_warnings():  # Ray warns of a timed-out client connection, then raises it
+                warnings.filterwarnings("ignore", category=UserWarning, module=r"ray(\.|$)")
+                ray.init(address=self.address or os.environ.get("RAY_ADDRESS") or None, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = self.address or "a local Ray instance"
             raise PersonagraphError(f"--ray-address {where}: cannot join the Ray cluster ({exc})") from None
@@ -214,12 +251,16 @@ class RayExecutor:
                 f"instead of the judge object ({names}), or use --executor local"
             )
         ray = _ray()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
-
-        config = job.config
         todo = job.units()
         if not todo:
             return
+        with _ray_messages_logged():
+            await self._run(ray, job, store, meter, todo)
+
+    async def _run(self, ray: Any, job: EvalJob, store: RunStore, meter: Meter, todo: list[Persona]) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional dependency
+
+        config = job.config
         started = self._init()
         actor = None
         try:
@@ -261,11 +302,14 @@ class RayExecutor:
                             unit=persona.id,
                         )
             await asyncio.wrap_future(actor.sync.remote().future())
+        except ray.exceptions.RayError as exc:  # the driver's own calls: the actor or its node is gone
+            raise _lost(exc) from None
         finally:
             if actor is not None:
-                try:
-                    ray.get(actor.close.remote(), timeout=30)
-                finally:
-                    ray.kill(actor)
+                with suppress(ray.exceptions.RayError):  # a lost actor has nothing left to close
+                    try:
+                        ray.get(actor.close.remote(), timeout=30)
+                    finally:
+                        ray.kill(actor)
             if started:
                 ray.shutdown()

@@ -132,3 +132,22 @@ async def test_r5_only_the_units_in_flight_exist_as_tasks(run_dir: Path, monkeyp
     summary = await run_eval(config(personas=personas, concurrency=2, environments=1), run_dir)
     assert summary.personas_finished == 60 and len(tasks_at_start) == 60
     assert max(tasks_at_start) <= 20  # the run's own tasks and two units' graphs, never one per queued persona
+
+
+async def test_r6_a_lost_store_actor_is_one_line_and_rays_messages_stay_off_the_terminal(
+    ray_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from personagraph.runs.executors import distributed
+
+    class LostStore(distributed.StoreActor):
+        def take_items(self) -> list[str]:
+            os._exit(1)  # the actor's process ends, as when its node or a Ray process is lost
+
+    monkeypatch.setattr(distributed, "StoreActor", LostStore)
+    with pytest.raises(PersonagraphError, match=r"^the Ray cluster lost a node or actor this run needed \(\w+\); "
+                                                r"finished items are saved — run the same command again to resume$"):
+        await run_eval(config(), tmp_path / "ray", executor="ray")
+    shown = capfd.readouterr()
+    assert "(raylet)" not in shown.out + shown.err
