@@ -21,10 +21,10 @@ PERSONAS = ["A 70-year-old retired cowboy from Texas", "A pediatric nurse from O
 # The SHA-256 of each summary's canonical JSON (see _digest), computed by the code these values were first
 # pinned with. After a change meant to move the scores, print _digest(...) of each and pin the new ones.
 PINNED = {
-    "as_run": "227d465ba6579ee65f70f5afaca21c64354ffd4f64390d148a32bbf3dbdba483",
-    "integer_one_never_ran": "56cdcc173b6b241c5da6929f99aa6644416b1b3e631ca6c6a7ca4d05ec6b162a",
-    "non_answers_excluded": "620a15f35b24693edcf320189c10e87f6dc866b9cd500e85f4d69269a05d88f7",
-    "one_sample": "63f3ce914b9d960ffc93a6b9e7129d8844398745afd0886719852bfa57d4277b",
+    "as_run": "dafa880e7ae589ad52770c2c328aeafd542e1bb087bf1e15cea78082e6b03963",
+    "integer_one_never_ran": "81c8a8b94c39d2406fcddfe763edea10e61299daea1a78085f0b81ec70bbfa9f",
+    "non_answers_excluded": "c5a5f08d7fadc45c72d1809f1d14a58a2ab4ac3626e6e78de4cb13deadf5669c",
+    "one_sample": "d69d4390aaa6c5899a833dad889131b9d746ff71ed403cb70a1e0e2e724818fa",
 }
 
 
