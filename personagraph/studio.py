@@ -27,11 +27,12 @@ from typing import Any
 
 from personagraph.agents import PersonaAgent
 from personagraph.agents.user_sim import SimulatedUser
-from personagraph.graphs.memory_dialogue import MemoryDialogueContext
+from personagraph.errors import PersonagraphError
+from personagraph.graphs.memory_dialogue import MemoryDialogueContext, MemoryDialogueInput, MemoryDialogueOutput
 from personagraph.graphs.memory_dialogue import build_graph as memory_dialogue_graph
-from personagraph.graphs.persona_eval import EvalContext
+from personagraph.graphs.persona_eval import EvalContext, EvalInput, EvalOutput
 from personagraph.graphs.persona_eval import build_graph as persona_eval_graph
-from personagraph.graphs.session import SessionContext
+from personagraph.graphs.session import SessionContext, SessionInput, SessionOutput
 from personagraph.graphs.session import build_graph as session_graph
 from personagraph.judges.session import split_judges
 from personagraph.memory.bank import MemoryBank
@@ -45,17 +46,54 @@ from personagraph.store import RunStore
 _lock = threading.Lock()
 _live: dict[str, Any] = {}  # settings (as JSON) → the live context they built
 _stores: list[RunStore] = []
+_owners: dict[str, str] = {}  # run directory (resolved) → the settings (as JSON) whose runs it holds
 _temporary: list[str] = []
 
 
-def _store(run_dir: str) -> RunStore:
-    """The run store in ``run_dir`` (a new temporary directory when empty, removed at exit)."""
+STUDIO_META = "studio"
+"""The meta key a Studio server sets in the run directories it writes: ``personagraph view`` says the run is
+open in a server (not an interrupted command), and whose settings the directory holds."""
+
+
+def _store(run_dir: str, settings: Any) -> RunStore:
+    """The run store in ``run_dir`` for runs with ``settings`` (a new temporary directory when empty,
+    removed at exit).
+
+    Raises:
+        SettingsConflict: the directory already holds runs with other settings (of this server, or recorded
+            by an earlier one): their numbers would mix, so these settings need a ``run_dir`` of their own.
+    """
     if not run_dir:
         run_dir = tempfile.mkdtemp(prefix="personagraph-studio-")
         _temporary.append(run_dir)
+    key = str(Path(run_dir).resolve())
+    fields = json.dumps(asdict(settings), sort_keys=True)
+    held = _owners.get(key)
+    if held is not None and held != fields:
+        raise _conflict(run_dir, json.loads(held), settings)
     store = RunStore(run_dir)
+    recorded = store.get_meta(STUDIO_META)
+    if isinstance(recorded, dict) and recorded.get("settings") not in (None, asdict(settings)):
+        store.close()
+        raise _conflict(run_dir, recorded["settings"], settings)
+    store.set_meta(STUDIO_META, {"server": "langgraph dev", "settings": asdict(settings)})
+    _owners[key] = fields
     _stores.append(store)
     return store
+
+
+class SettingsConflict(PersonagraphError, ValueError):
+    """Runs with other settings asked for a run directory that holds runs: one line saying what differs and
+    what to do (a ValueError too, so that the dev server shows its message, as it hides other errors')."""
+
+
+def _conflict(run_dir: str, held: dict[str, Any], settings: Any) -> SettingsConflict:
+    differ = [f"{name}: {held.get(name)!r} there, {value!r} here" for name, value in asdict(settings).items()
+              if name != "run_dir" and held.get(name) != value]
+    return SettingsConflict(
+        f"run_dir {run_dir}: holds runs with other settings ({'; '.join(differ) or 'another graph'}); their "
+        "numbers would mix: give these settings a run_dir of their own (or leave it empty)"
+    )
 
 
 @atexit.register
@@ -101,7 +139,7 @@ class EvalSettings:
 
     def live(self) -> EvalContext:
         def build() -> EvalContext:
-            store = _store(self.run_dir)
+            store = _store(self.run_dir, self)
             context = build_context(self.config(), ModelSettings(), store, Meter())
             context.on_persona_done = lambda persona: self._record(store, persona)
             return context
@@ -135,7 +173,7 @@ class SessionSettings:
     def live(self) -> SessionContext:
         def build() -> SessionContext:
             defaults = SimulateConfig(persona="(given in each run's input)")
-            store = _store(self.run_dir)
+            store = _store(self.run_dir, self)
             meter = Meter()
 
             def client(spec: str, role: str, **overrides: Any) -> ModelClient:
@@ -182,6 +220,7 @@ class MemoryDialogueSettings:
         return _once(self, build)
 
 
-persona_eval = persona_eval_graph(EvalSettings).compile()
-session = session_graph(SessionSettings).compile()
-memory_dialogue = memory_dialogue_graph(MemoryDialogueSettings).compile()
+persona_eval = persona_eval_graph(EvalSettings, EvalInput, EvalOutput).compile(name="persona_eval")
+session = session_graph(SessionSettings, SessionInput, SessionOutput).compile(name="session")
+memory_dialogue = memory_dialogue_graph(MemoryDialogueSettings, MemoryDialogueInput,
+                                        MemoryDialogueOutput).compile(name="memory_dialogue")

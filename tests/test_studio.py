@@ -85,34 +85,64 @@ def _run(url: str, graph: str, payload: dict) -> tuple[dict, list[str]]:
     return final, [name for name in steps if name != "__start__"]
 
 
-def test_the_dev_server_gives_every_graph_an_input_form(server):
-    """Studio draws a graph's input form from its input schema (null for typing.TypedDict before 3.12)."""
+FORMS = {  # graph → (the input form's fields, the required ones, the output's fields)
+    "persona_eval": ({"persona"}, {"persona"}, {"persona_id", "scores"}),
+    "session": ({"persona", "max_turns", "scenario", "user_persona", "adversarial"}, {"persona"},
+                {"session_id", "turns", "stop_reason", "result"}),
+    "memory_dialogue": ({"user_id", "messages", "user_name", "date"}, {"user_id", "messages"},
+                        {"reply", "chosen", "candidates", "status", "error"}),
+}
+
+
+def test_the_dev_server_gives_every_graph_a_form_of_what_a_person_fills(server):
+    """Studio draws a graph's input form from its input schema and shows its output schema: the fields a
+    person fills (required ones marked), not the graph's whole internal state, and the scores out; the
+    models, judges and options are the context form's."""
     graphs = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    assert set(graphs) == set(FORMS)
     with httpx.Client(base_url=server, timeout=60) as client:
-        for graph in graphs:
+        for graph, (fields, required, output) in FORMS.items():
             (assistant,) = client.post("/assistants/search", json={"graph_id": graph}).json()
             schemas = client.get(f"/assistants/{assistant['assistant_id']}/schemas").json()
-            assert schemas["input_schema"] and schemas["input_schema"]["properties"], (graph, schemas)
+            assert set(schemas["input_schema"]["properties"]) == fields, (graph, schemas["input_schema"])
+            assert set(schemas["input_schema"]["required"]) == required, graph
+            assert set(schemas["output_schema"]["properties"]) == output, (graph, schemas["output_schema"])
             assert schemas["context_schema"]["properties"], (graph, schemas)
+    assert {"models", "judges"} <= set(persona_eval.get_context_jsonschema()["properties"])
 
 
 def test_the_dev_server_runs_the_persona_eval_graph_to_the_end(server, tmp_path):
     run_dir = tmp_path / "studio"
     final, steps = _run(server, "persona_eval",
                         {"input": {"persona": COWBOY}, "context": {**EVAL_CONTEXT, "run_dir": str(run_dir)}})
+    assert set(final) == {"persona_id", "scores"}  # the output: what a person reads, not the internal state
     assert final["persona_id"].startswith("a-70-year-old-retired")
-    assert len(final["environments"]) == 2
-    assert len(final["questions"]) == 5  # one per task
-    assert len(final["verdicts"]) == 5 and all(v["status"] == "ok" for v in final["verdicts"])
     assert steps[0] == "start" and "evaluate_task" in steps and steps[-1] == "aggregate"
     # the result a run reports, in the final state: per task, PersonaScore, refusal rate, failed items
     scores = final["scores"]["models"]["test:agent"]
     assert set(scores["tasks"]) == set(TASK_NAMES) and 1 <= scores["persona_score"] <= 5
     assert scores["refusal_rate"] is not None and final["scores"]["failures"] == []
     # and in the run directory, as `personagraph view` shows it
-    shown = CliRunner().invoke(app, ["view", str(run_dir)])
+    shown = CliRunner().invoke(app, ["view", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "PersonaScore" in shown.output and f"{scores['persona_score']:.2f}" in shown.output
+    # while the server holds the directory, view says so (not a command that was interrupted)
+    assert "is open in a LangGraph Studio server" in shown.output and "stop the server" in shown.output
+
+
+def test_runs_with_other_settings_are_refused_a_directory_that_holds_runs(server, tmp_path):
+    """Two contexts sharing a run_dir would mix their numbers (and leave view with an unexplained
+    'incomplete'): the second is refused with what differs and what to do."""
+    context = {**EVAL_CONTEXT, "run_dir": str(tmp_path / "shared")}
+    _run(server, "persona_eval", {"input": {"persona": COWBOY}, "context": context})
+    with httpx.Client(base_url=server, timeout=120) as client:
+        thread = client.post("/threads", json={}).json()["thread_id"]
+        final = client.post(f"/threads/{thread}/runs/wait", json={
+            "assistant_id": "persona_eval", "input": {"persona": "A pediatric nurse"},
+            "context": {**context, "questions_per_task": 2}}).json()
+    error = json.dumps(final)
+    assert "holds runs with other settings" in error and "questions_per_task: 1 there, 2 here" in error
+    assert "give these settings a run_dir of their own" in error
 
 
 def test_the_dev_server_runs_the_session_graph_to_the_end(server):
@@ -141,7 +171,7 @@ async def test_settings_with_a_run_dir_keep_the_run_there_and_share_one_store(tm
     first = await persona_eval.ainvoke({"persona": COWBOY}, context=context)
     again = await persona_eval.ainvoke({"persona": COWBOY}, context=context)
     assert EvalSettings(**context).live() is EvalSettings(**context).live()
-    assert again["verdicts"] == first["verdicts"]
+    assert again["scores"] == first["scores"] and set(first) == {"persona_id", "scores"}
     store = RunStore(tmp_path / "studio", readonly=True, lock=False)
     try:
         assert len(list(store.records("verdict"))) == 5

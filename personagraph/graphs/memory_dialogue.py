@@ -27,7 +27,7 @@ import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
-from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
+from typing_extensions import Required, TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.embeddings import encode
 from personagraph.errors import PersonagraphError
@@ -106,6 +106,27 @@ class MemoryDialogueState(TypedDict, total=False):
     chosen: dict[str, Any] | None
     recognition_error: str | None
     reply: str
+    status: str
+    error: str | None
+
+
+class MemoryDialogueInput(TypedDict, total=False):
+    """What a person gives a run (Studio's input form): whose memories (``user_id``) and the conversation so
+    far (``messages``), both required; the user's name and today's date, optionally."""
+
+    user_id: Required[str]
+    messages: Required[list[dict[str, str]]]
+    user_name: str
+    date: str
+
+
+class MemoryDialogueOutput(TypedDict, total=False):
+    """What a run returns to a person: the reply, the memory it recognised (if any) among the candidates,
+    and the status (with the error of a failed reply)."""
+
+    reply: str
+    chosen: dict[str, Any] | None
+    candidates: list[dict[str, Any]]
     status: str
     error: str | None
 
@@ -230,13 +251,17 @@ async def respond(state: MemoryDialogueState, runtime: Runtime[MemoryDialogueCon
     return {"reply": text, "status": status, "error": None if text else (reply.error or "empty reply")}
 
 
-def build_graph(context_schema: type = MemoryDialogueContext) -> StateGraph:
+def build_graph(
+    context_schema: type = MemoryDialogueContext, input_schema: type | None = None, output_schema: type | None = None
+) -> StateGraph:
     """The uncompiled memory dialogue graph.
 
     ``context_schema``: what runs pass as ``context``: a MemoryDialogueContext, or settings that build
-    one (``personagraph.studio``, for ``langgraph dev``).
+    one (``personagraph.studio``, for ``langgraph dev``); ``input_schema``/``output_schema``: what a run
+    takes and returns (default: the whole state; Studio's form asks for the input schema's fields).
     """
-    graph = StateGraph(MemoryDialogueState, context_schema=context_schema)
+    graph = StateGraph(MemoryDialogueState, context_schema=context_schema, input_schema=input_schema or MemoryDialogueState,
+                       output_schema=output_schema or MemoryDialogueState)
     graph.add_node("read_context", read_context)
     graph.add_node("detect", detect)
     graph.add_node("retrieve", retrieve)

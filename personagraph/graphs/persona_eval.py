@@ -108,6 +108,20 @@ class EvalState(TypedDict, total=False):
     scores: dict[str, Any]  # the persona's scores and failed items (``aggregate``; not in a batch run)
 
 
+class EvalInput(TypedDict):
+    """What a person gives a run (Studio's input form): the persona to evaluate, as free text."""
+
+    persona: str
+
+
+class EvalOutput(TypedDict, total=False):
+    """What a run returns to a person: the persona's id and its scores (per model and task, PersonaScore,
+    refusal rate, failed items)."""
+
+    persona_id: str
+    scores: dict[str, Any]
+
+
 def _ctx(runtime: Runtime[EvalContext]) -> EvalContext:
     return live_context(runtime, EvalContext)
 
@@ -322,13 +336,17 @@ async def route_start(state: EvalState) -> list[Send] | str:
     return await fan_out_tasks(state) if state.get("benchmark") else "select"
 
 
-def build_graph(context_schema: type = EvalContext) -> StateGraph:
+def build_graph(
+    context_schema: type = EvalContext, input_schema: type | None = None, output_schema: type | None = None
+) -> StateGraph:
     """The uncompiled PersonaGym graph (compile it with a checkpointer to make it resumable).
 
     ``context_schema``: what runs pass as ``context``: an EvalContext, or settings that build one
-    (``personagraph.studio``, for ``langgraph dev``).
+    (``personagraph.studio``, for ``langgraph dev``); ``input_schema``/``output_schema``: what a run takes and
+    returns (default: the whole state; Studio's form asks for the input schema's fields).
     """
-    graph = StateGraph(EvalState, context_schema=context_schema)
+    graph = StateGraph(EvalState, context_schema=context_schema, input_schema=input_schema or EvalState,
+                       output_schema=output_schema or EvalState)
     graph.add_node("start", start)
     graph.add_node("select", select)
     graph.add_node("evaluate_task", evaluate_task)

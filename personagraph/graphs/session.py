@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
+from typing_extensions import Required, TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.agents.base import Agent
 from personagraph.agents.user_sim import User, UserView, level_for_turn
@@ -70,6 +70,27 @@ class SessionState(TypedDict, total=False):
     agent: str
     user: str
     judges: list[str]
+    turns: list[dict[str, Any]]
+    stop_reason: str | None
+    result: dict[str, Any] | None
+
+
+class SessionInput(TypedDict, total=False):
+    """What a person gives a run (Studio's input form): the persona (required) and, optionally, the turn
+    limit, the user's scenario and persona, and adversarial pressure."""
+
+    persona: Required[str]
+    max_turns: int
+    scenario: str
+    user_persona: str
+    adversarial: bool
+
+
+class SessionOutput(TypedDict, total=False):
+    """What a run returns to a person: the session's id, its turns (each with its scores), why it stopped,
+    and the session verdict (consistency, contradictions, drift, the first break)."""
+
+    session_id: str
     turns: list[dict[str, Any]]
     stop_reason: str | None
     result: dict[str, Any] | None
@@ -231,13 +252,17 @@ def after_judge(state: SessionState) -> str:
     return "verdict" if state.get("stop_reason") else "user"
 
 
-def build_graph(context_schema: type = SessionContext) -> StateGraph:
+def build_graph(
+    context_schema: type = SessionContext, input_schema: type | None = None, output_schema: type | None = None
+) -> StateGraph:
     """The uncompiled session graph (compile it with a checkpointer to make sessions resumable).
 
     ``context_schema``: what runs pass as ``context``: a SessionContext, or settings that build one
-    (``personagraph.studio``, for ``langgraph dev``).
+    (``personagraph.studio``, for ``langgraph dev``); ``input_schema``/``output_schema``: what a run takes and
+    returns (default: the whole state; Studio's form asks for the input schema's fields).
     """
-    graph = StateGraph(SessionState, context_schema=context_schema)
+    graph = StateGraph(SessionState, context_schema=context_schema, input_schema=input_schema or SessionState,
+                       output_schema=output_schema or SessionState)
     graph.add_node("start", start)
     graph.add_node("user", user)
     graph.add_node("agent", agent)

@@ -72,6 +72,9 @@ class Run:
         """The line a view or report shows for a run still being written (None when it is not)."""
         if self.writer is None:
             return None
+        if isinstance(self.meta.get("studio"), dict):  # personagraph.studio.STUDIO_META
+            return (f"{self.name} is open in a LangGraph Studio server ({self.writer}): each run is recorded as "
+                    "it ends, so these figures are of the runs finished so far; stop the server to close it")
         return (f"{self.name} is in progress ({self.writer} is writing it): these figures are of what had "
                 "finished when it was read")
 
