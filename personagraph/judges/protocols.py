@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges.manipulation import FILE as MANIPULATION_FILE
 from personagraph.judges.refusal import MARKERS_FILE
 from personagraph.judges.rubrics import Rubric
 from personagraph.likelihood import MAX_CONTINUATION
@@ -79,9 +80,11 @@ class Protocol:
     @property
     def version(self) -> str:
         """Identifies what the judge is asked and how its reply is scored (hashed into verdict ids and run
-        metadata): the prompt, the checklists and, for ``evidence``, the fitted weights, the reply tokens
-        its likelihoods read and the persona-break markers its fitted models' gates read."""
-        extra = f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
+        metadata): the prompt, the words that flag an answer grading itself (its score is capped), the
+        checklists and, for ``evidence``, the fitted weights, the reply tokens its likelihoods read and the
+        persona-break markers its fitted models' gates read."""
+        extra = f"-m{data_hash(MANIPULATION_FILE)}"
+        extra += f"-{data_hash(CHECKLISTS_FILE)}" if self.reply == "checklist" else ""
         if self.weighed:
             fit = load_prompt("character_fit").version
             extra += f"-{data_hash(EVIDENCE_FILE)}-{fit}-t{MAX_CONTINUATION}-{data_hash(MARKERS_FILE)}"
