@@ -150,17 +150,26 @@ def _damage(db: sqlite3.Connection, path: Path) -> str | None:
     read-only, and the first write fails. Then SQLite's first integrity problem: ``integrity_check``, not
     ``quick_check``, since only it compares each index with its table, and a damaged index that passes the
     quick check fails the run's first insert, after the file was written to. Its message may quote damaged
-    bytes, so it is read as bytes and decoded leniently."""
+    bytes, so it is read as bytes and decoded leniently. Then the schema's text, which the check does not
+    read: SQLite's readers, and Chroma's, fail on a schema that is not UTF-8."""
     if (version := _write_version(path)) is not None and version > 2:
         return f"its header's file format write version is {version}, not 1 or 2"
     factory, db.text_factory = db.text_factory, bytes
     try:
         row = db.execute("PRAGMA integrity_check(1)").fetchone()
+        schema = db.execute("SELECT name, sql FROM sqlite_master").fetchall()
     finally:
         db.text_factory = factory
     answer = row[0] if row else b"no answer"
     text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer)
-    return None if text == "ok" else _one_line(text)
+    if text != "ok":
+        return _one_line(text)
+    for name, sql in schema:  # not UTF-8: passes the check, and fails every reader that decodes it
+        try:
+            (sql or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return f"the schema of {(name or b'?').decode('utf-8', 'replace')!r} is not UTF-8 text"
+    return None
 
 
 def _sqlite_error(exc: Exception) -> str:

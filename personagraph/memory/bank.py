@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -112,9 +113,10 @@ def check_local_bank(folder: Path) -> None:
     except OSError as exc:
         raise PersonagraphError(f"{where} cannot be read ({exc.strerror})") from None
     if size:
-        if (problem := sqlite_damage(store)) is not None:
+        if (problem := sqlite_damage(store) or _unreadable_row(store)) is not None:
             raise PersonagraphError(
-                f"{where} is corrupted ({problem}); it was left untouched — restore it or use another --memory-dir"
+                f"{where} is corrupted ({problem}); it was left untouched — restore it or use another "
+                "--memory-dir"
             )
         return
     try:
@@ -127,6 +129,27 @@ def check_local_bank(folder: Path) -> None:
             f"{where} is {state}, but {len(indexes)} index folders are beside it; it is not read as an empty "
             "bank — restore it or use another --memory-dir"
         )
+
+
+def _unreadable_row(store: Path) -> str | None:
+    """The first table of a bank's store with a row that cannot be read as text (bytes that are not UTF-8
+    where text belongs), None when every row reads. SQLite's integrity check does not decode text, and
+    Chroma, which does, writes to the file when it opens it before it fails on such a row."""
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            for table in tables:
+                try:
+                    for _ in db.execute(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"'):
+                        pass
+                except (UnicodeDecodeError, sqlite3.DataError):
+                    return f"unreadable row in {table}"
+        finally:
+            db.close()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        return " ".join(str(exc).split())[:120]
+    return None
 
 
 def make_client(location: str | Path) -> Any:
@@ -185,7 +208,7 @@ class MemoryBank:
         self._collections: dict[str, Any] = {}
         made = self._make_folder()
         new = self._folder is not None and not (self._folder / BANK_STORE_FILE).exists()
-        with self._writing(remove_made=made) if new else nullcontext():  # a new bank is made under the lock
+        with self._writing(remove_made=made) if new else nullcontext():  # a new bank: made under the lock
             if self._folder is not None:
                 check_local_bank(self._folder)
             with self._reaching():  # a full disk, a folder it cannot write: one line, not chroma's InternalError
@@ -252,7 +275,9 @@ class MemoryBank:
             yield
         except (PersonagraphError, NotFoundError):
             raise
-        except Exception as exc:  # noqa: BLE001 - chroma raises transport and auth errors of many types
+        except BaseException as exc:  # noqa: BLE001 - chroma raises transport and auth errors of many types
+            if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+                raise  # Ctrl-C and exits pass; a panic of Chroma's Rust core (a BaseException) is its error
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             raise PersonagraphError(f"memory bank {self.name!r} at {self.location}: {reason}") from None
 

@@ -28,3 +28,16 @@ def tree(path: Path) -> dict[str, bytes]:
     if path.is_file():
         return {path.name: path.read_bytes()}
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def small_bank(folder: Path, users: tuple[str, ...] = ("bob", "alice"), n: int = 30) -> Path:
+    """A local memory bank of ``n`` memories per user at ``folder`` (random embeddings: no model needed)."""
+    import numpy as np
+
+    from personagraph.memory.bank import Memory, MemoryBank
+
+    bank = MemoryBank(folder)
+    for user in users:
+        memories = [Memory(id=str(i), user_id=user, event=f"{user} went on a beach trip {i}") for i in range(n)]
+        bank.add(memories, np.random.default_rng(1).random((n, 384), dtype=np.float32))
+    return folder

@@ -226,3 +226,53 @@ def test_corrupted_checkpoints_are_refused_untouched_or_used_safely(finished_sto
             assert path.read_bytes() == damaged
         else:
             assert code == 0, output
+
+
+# --- the memory bank: import files and a damaged Chroma store -------------------------------------------
+@FAST
+@given(content=st.binary(max_size=2000))
+def test_memory_import_accepts_or_names_the_file(content: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "memories.jsonl"
+        path.write_bytes(content)
+        code, output = invoke(["memory", "import", str(path), "--user", "u", "--memory-dir", f"{folder}/bank"])
+        if code == 2:
+            assert_one_line_error(code, output, path.name)
+            assert not Path(folder, "bank").exists()  # the file is read before the bank is made
+        else:
+            assert code == 0 and output.startswith("imported "), output
+
+
+@pytest.fixture(scope="module")
+def bank_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from _cli import small_bank
+
+    return small_bank(tmp_path_factory.mktemp("bank") / "bank", users=("bob",), n=20)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=st.sampled_from(["truncate", "overwrite", "header", "zero page", "append"]),
+       offset=st.integers(min_value=0, max_value=1 << 20), noise=st.binary(min_size=1, max_size=64),
+       command=st.sampled_from(["search", "add"]))
+def test_a_damaged_memory_bank_is_refused_untouched_or_read_whole(bank_folder: Path, how: str, offset: int,
+                                                                  noise: bytes, command: str) -> None:
+    """Whatever the damage to a bank's chroma.sqlite3, a command refuses it in one line and leaves the bank
+    as it was, or reads it whole: a search never answers "no memories" for a user who has them."""
+    import shutil
+
+    from _cli import tree
+
+    with tempfile.TemporaryDirectory() as folder:
+        bank = Path(folder) / "bank"
+        shutil.copytree(bank_folder, bank)
+        store = bank / "chroma.sqlite3"
+        store.write_bytes(_corrupt(store.read_bytes(), how, offset, noise))
+        before = tree(bank)
+        args = (["memory", "search", "beach trip", "--user", "bob"] if command == "search"
+                else ["memory", "add", "--user", "bob2", "--event", "a walk", "--id", "w1"])
+        code, output = invoke([*args, "--memory-dir", str(bank)])
+        if code == 2:
+            assert_one_line_error(code, output, "chroma.sqlite3", "memory bank")
+            assert tree(bank) == before
+        else:
+            assert code == 0 and "no memories for user" not in output, output

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from _cli import cli, one_line_error, tree
+from _cli import cli, one_line_error, small_bank, tree
 
 from personagraph.errors import PersonagraphError
 
@@ -125,16 +124,7 @@ def test_r3_two_imports_of_one_user_at_once_end_as_two_in_a_row(tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def two_user_bank(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local bank of two users (random embeddings: no model needed to make it)."""
-    from personagraph.memory.bank import Memory, MemoryBank
-
-    folder = tmp_path_factory.mktemp("banks") / "bank"
-    bank = MemoryBank(folder)
-    for user in ("bob", "alice"):
-        memories = [Memory(id=str(i), user_id=user, event=f"{user} went on a beach trip {i}") for i in range(30)]
-        bank.add(memories, np.random.default_rng(1).random((30, 384), dtype=np.float32))
-    del bank
-    return folder
+    return small_bank(tmp_path_factory.mktemp("banks") / "bank")
 
 
 def _damaged(folder: Path, damage: str) -> None:
