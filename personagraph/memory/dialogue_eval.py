@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from rich.table import Table
 
 from personagraph.errors import PersonagraphError
+from personagraph.judges.protocols import fence
 from personagraph.memory.bank import Memory
 from personagraph.memory.madial import (
     MadialDialogue,
@@ -92,8 +93,8 @@ async def judge_criterion(
         user_name=user_name(user_id),
         user_profile=user_profile(user_id),
         gold_memory=_gold_text(gold),
-        dialogue=dialogue,
-        response=response,
+        dialogue=fence("DIALOGUE", dialogue),
+        response=fence("REPLY", response),
     )
     reply = await client.structured(messages, SubpointReply)
     if not reply.ok or reply.value is None:
