@@ -22,7 +22,8 @@ transcript entry::
 ``session`` (id = session id, unit = session id), rewritten after every turn (``status="running"``) and
 at the end (``status="finished"``)::
 
-    {id, persona, user_persona, scenario, adversarial: bool, max_turns, agent, user, judges: [spec],
+    {id, persona, user_persona, scenario, adversarial: bool, max_turns, min_turns, agent, user,
+     judges: [spec],
      status: "running"|"finished", turns: [entry as above, without session_id], stop_reason:
      "max_turns"|"user_stop"|"user_failed"|"user_empty"|"agent_failed"|"agent_empty"|None,
      break: {level, turn, source: "refusal_marker"|"judge", marker} | None, drift_slope: float|None,
@@ -40,9 +41,10 @@ Transcripts: ``<run_dir>/transcripts/<session>.jsonl`` (a ``header`` line, one `
 an ``end`` line once finished) and ``<session>.md``.
 
 Failed items (:func:`session_failures`): failed or empty agent and user turns, turn verdicts a judge did
-not give, failed session verdicts. A finished session with failed items runs again on resume (unless
-``retry_failed`` is off) on a fresh checkpoint thread ``<session>-retry<n>`` (``session_retry`` records
-count them): the response cache replays every call that succeeded, so only the failed calls are sent.
+not give, failed session verdicts, finished sessions with fewer agent replies than ``min_turns``. A
+finished session with failed items runs again on resume (unless ``retry_failed`` is off) on a fresh
+checkpoint thread ``<session>-retry<n>`` (``session_retry`` records count them): the response cache
+replays every call that succeeded, so only the failed calls are sent.
 """
 
 from __future__ import annotations
