@@ -3,7 +3,8 @@
     .venv/bin/python -m examples.langsmith_evaluate        # offline: nothing uploaded, no API key needed
 
 With a LangSmith dataset and ``LANGSMITH_API_KEY`` set, pass its name as ``data=``, a ``Client()`` as
-``client=`` and drop ``upload_results=False`` to see the scores (0–1, the rubric score and the judge's rationale) in the UI.
+``client=`` and drop ``upload_results=False`` to see the scores (0–1, the rubric score and the judge's
+rationale) in the UI.
 """
 
 from __future__ import annotations

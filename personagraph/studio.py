@@ -28,7 +28,11 @@ from typing import Any
 from personagraph.agents import PersonaAgent
 from personagraph.agents.user_sim import SimulatedUser
 from personagraph.errors import PersonagraphError
-from personagraph.graphs.memory_dialogue import MemoryDialogueContext, MemoryDialogueInput, MemoryDialogueOutput
+from personagraph.graphs.memory_dialogue import (
+    MemoryDialogueContext,
+    MemoryDialogueInput,
+    MemoryDialogueOutput,
+)
 from personagraph.graphs.memory_dialogue import build_graph as memory_dialogue_graph
 from personagraph.graphs.persona_eval import EvalContext, EvalInput, EvalOutput
 from personagraph.graphs.persona_eval import build_graph as persona_eval_graph

@@ -157,7 +157,7 @@ class PluginAgent:
                     return Completion("failed", error=f"{self.name}: empty reply")
                 return result
             text = _reply_text(result, self.name)
-        except PersonagraphError:  # its configuration is wrong (the line says what to set): no item can succeed
+        except PersonagraphError:  # its configuration is wrong (the line says what to set): no item succeeds
             raise
         except Exception as exc:  # noqa: BLE001 - a plug-in's failure is a failed reply, never a crash
             return Completion("failed", error=f"{self.name}: {type(exc).__name__}: {exc}"[:500])

@@ -46,10 +46,9 @@ def compare_command(
                   f"{comparison.shared} shared questions ({comparison.only_a} only in A, "
                   f"{comparison.only_b} only in B)")]
         lines += [f"note: {note}" for note in comparison.notes]
-        lines.append(f"{comparison.scoring()} · 95% CI: "
-                     "paired bootstrap of the mean difference · W/L/T: questions where B scored higher/lower/equal · "
-                     "p: Wilcoxon signed-rank, Holm-adjusted over tasks (all tasks: its own) · 'B better' needs "
-                     "p < 0.05 and a CI above 0")
+        lines.append(f"{comparison.scoring()} · 95% CI: paired bootstrap of the mean difference · W/L/T: "
+                     "questions where B scored higher/lower/equal · p: Wilcoxon signed-rank, Holm-adjusted over "
+                     "tasks (all tasks: its own) · 'B better' needs p < 0.05 and a CI above 0")
         for line in lines:
             console.print(Text(line, style="dim"))
 

@@ -21,13 +21,13 @@ import asyncio
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
-from typing_extensions import Required, TypedDict  # Studio reads typing's only on Python ≥ 3.12
+from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.embeddings import encode
 from personagraph.errors import PersonagraphError

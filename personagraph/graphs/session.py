@@ -22,11 +22,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Required
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from typing_extensions import Required, TypedDict  # Studio reads typing's only on Python ≥ 3.12
+from typing_extensions import TypedDict  # Studio reads typing's only on Python ≥ 3.12
 
 from personagraph.agents.base import Agent
 from personagraph.agents.user_sim import User, UserView, level_for_turn

@@ -4,7 +4,6 @@ stacked, never cut to ``Ling…``), every line within 80 characters, and no ``-0
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
