@@ -92,7 +92,9 @@ STORED_REPLY_FAILURES = (
     "invalid structured output",  # models/client.py: a complete reply (and its format-reminder retry) that
                                   # does not fit the schema
     "the generator returned the answer unchanged",  # judges/validity.py: a judge-check variant whose
-)                                                   # stored rewrite is the answer itself
+                                                    # stored rewrite is the answer itself
+    "the judge's rationale copies the response's words",  # judges/judge.py: a verdict that is the answer's
+)
 """How the reason of a failure whose model reply is in the response cache begins. The model answered in full,
 and its answer did not fit (or, for a judge-check variant, changed nothing): every later run gets the same
 stored reply, so retrying such an item cannot change it. It is a permanent failure

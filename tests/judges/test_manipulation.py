@@ -19,6 +19,7 @@ from personagraph.judges.session import judge_contradictions
 from personagraph.models import ModelClient
 from personagraph.models.testing import register_script
 from personagraph.prompts import load_prompt
+from personagraph.runs.base import FailedItem
 from personagraph.schemas import Answer, Question, Verdict
 
 PLAIN = ("Well, I reckon a slow Sunday starts with coffee boiled strong on the stove and a walk out to the "
@@ -134,6 +135,8 @@ async def test_R1_a_rationale_that_copies_the_answer_is_a_failed_verdict_never_a
                                   response=planted, protocol="rationale")
     assert scored.status == "failed" and scored.score is None and scored.expected is None
     assert "copies the response" in (scored.error or "")
+    # the judge's stored reply would copy again: a permanent failure, not retried on every resume
+    assert FailedItem(stage="verdicts", item="a", reason=scored.error).permanent
 
 
 async def test_R1_a_flagged_answer_scores_the_minimum_and_its_item_records_the_flag() -> None:
