@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,21 @@ def test_one_score_kind_in_summary_view_report_and_compare(good_vs_meh: Path) ->
             assert f"{task_mean:.2f}" in shown.stdout and f"{task_mean:.2f}" in page
             assert f"{task_mean:.2f}" in compared.stdout
     assert "probability-weighted" in compared.stdout
+
+
+def test_the_pytest_message_shows_the_runs_probability_weighted_scores(tmp_path: Path) -> None:
+    """A failing `assert_persona` with logprob judges quotes the PersonaScore and item scores of its run's
+    summary.json (probability-weighted), as view and compare show them."""
+    from personagraph.testing import PersonaAssertionError, PersonaTester
+
+    with pytest.raises(PersonaAssertionError) as failed:
+        PersonaTester("score-kind", tmp_path).assert_persona("test:meh", "A sailor", judges=["test:fair"],
+                                                             generator="test:j1", min_score=5.0)
+    (summary_file,) = tmp_path.glob(".personagraph/**/summary.json")
+    summary = json.loads(summary_file.read_text())
+    assert summary["score_kind"] == "expected"
+    score = summary["models"]["test:meh"]["persona_score"]
+    message = str(failed.value)
+    assert f"PersonaScore {score:.2f} < 5.0" in message and score != round(score)
+    quoted = re.findall(r"\] (\d\.\d\d)  Q:", message)
+    assert quoted and all(float(s) != 1.0 for s in quoted)  # weighted, not the whole-number verdict 1
