@@ -4,7 +4,9 @@ within a few seconds with its resume line, and the resumed run must equal an uni
 For each command, an uninterrupted reference run gives its summary and wall time; then each trial starts the
 command on a fresh run directory, sends SIGTERM or SIGINT at a random moment of that wall time (half the processes
 start with SIGINT ignored, as a job a script starts with ``&``; some after a second process on the same
-directory was refused by the run lock: the sequence of a hang seen once),
+directory was refused by the run lock: the sequence of a hang seen once; some with a second process started
+at the same moment on the same new directory, both signalled: one runs, the other is refused in one line or
+signalled too, and neither removes what the other made),
 waits ``--deadline`` seconds for the exit, and runs the command again to finish it. A process still alive at
 the deadline is a hang: its threads' stacks are dumped (``faulthandler`` on SIGABRT) into the report and it
 is killed. Passes when every trial exited in time with the right code and line and every resume equals the
@@ -55,6 +57,8 @@ class Trial:
     resume_equal: bool | None = None
     stacks: str = ""
     detail: str = ""  # when not ok: the first process's last line, the resume's exit and what differs
+    together: Ending | None = None  # the second process started at the same moment, when there was one
+    lost_race: bool = False  # started with a second process, this one was refused by the run lock
 
     @property
     def at_start_up(self) -> bool:
@@ -64,10 +68,26 @@ class Trial:
 
     @property
     def ok(self) -> bool:
-        finished_first = self.code == 0  # the signal came after the run had ended
+        first = Ending(self.exit_s, self.code, self.said_resume, refused=self.lost_race)
+        return first.ok and (self.together is None or self.together.ok) and self.resume_equal is not False
+
+
+@dataclass
+class Ending:
+    """How one signalled process ended: in time, and with 0 (it finished first), 130/143 and the resume line,
+    -2/-15 (signalled while Python started) or, for a second process on the directory, 2 and the one line
+    of the run lock."""
+
+    exit_s: float | None
+    code: int | None
+    said_resume: bool
+    refused: bool  # exit 2 with the run lock's "in use by" line
+
+    @property
+    def ok(self) -> bool:
         handled = self.code in (130, 143) and self.said_resume
-        return (self.exit_s is not None and (finished_first or handled or self.at_start_up)
-                and self.resume_equal is not False)
+        at_start_up = self.code in (-signal.SIGTERM, -signal.SIGINT)
+        return self.exit_s is not None and (self.code == 0 or handled or at_start_up or self.refused)
 
 
 def commands(models: str, base_url: str | None, items: Path, protocol: str) -> dict[str, list[str]]:
@@ -114,14 +134,20 @@ def start(args: list[str], run_dir: Path, env: dict[str, str], sigint_ignored: b
                             text=True, env=env, cwd=ROOT, preexec_fn=_ignore_sigint if sigint_ignored else None)
 
 
+MODES = ("alone", "refused", "together")
+"""A trial's process runs alone; after a second writer on its directory was refused; or started together
+with a second one on the same new directory, both signalled."""
+
+
 def trial(command: str, args: list[str], wall_s: float, reference: object, folder: Path, rng: random.Random,
-          deadline_s: float, env: dict[str, str], index: int) -> Trial:
+          deadline_s: float, env: dict[str, str], index: int, mode: str) -> Trial:
     run_dir = folder / f"{command}-{index}"
     sigint_ignored = rng.random() < 0.5  # then only SIGTERM can end it
     signum = signal.SIGTERM if sigint_ignored else rng.choice([signal.SIGTERM, signal.SIGINT])
     at = rng.uniform(0.0, wall_s * 1.1)
-    lock_refused = rng.random() < 0.5
+    lock_refused = mode == "refused"
     process = start(args, run_dir, env, sigint_ignored)
+    other = start(args, run_dir, env, sigint_ignored) if mode == "together" else None
     started = time.monotonic()
     if lock_refused:  # a second writer on the same directory, refused by the run lock, before the signal
         while RunLock.holder(run_dir) is None and process.poll() is None and time.monotonic() - started < at:
@@ -131,18 +157,20 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
         lock_refused = second.returncode == 2 and "in use by" in second.stderr
     time.sleep(max(0.0, at - (time.monotonic() - started)))
     sent = time.monotonic()
-    if process.poll() is None:
-        process.send_signal(signum)
-    try:
-        _, stderr = process.communicate(timeout=deadline_s)
-        exit_s: float | None = time.monotonic() - sent
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack on stderr
-        _, stderr = process.communicate(timeout=30)
-        exit_s = None
+    for each in (process, other):
+        if each is not None and each.poll() is None:
+            each.send_signal(signum)
+    exit_s, stderr = _ended(process, sent, deadline_s)
     name = signal.Signals(signum).name + (" (SIGINT ignored)" if sigint_ignored else "")
     result = Trial(command, name, round(at, 2), lock_refused, exit_s, process.returncode,
                    EXIT_LINE in (stderr or ""), stacks=(stderr or "")[-6000:] if exit_s is None else "")
+    if other is not None:
+        other_exit_s, other_stderr = _ended(other, sent, deadline_s)
+        result.lost_race = _refused(process.returncode, stderr)
+        result.together = Ending(other_exit_s, other.returncode, EXIT_LINE in (other_stderr or ""),
+                                 _refused(other.returncode, other_stderr))
+        if not result.together.ok:
+            result.stacks += (other_stderr or "")[-3000:]
     resumed = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(run_dir)],
                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     got = summary(run_dir, command) if resumed.returncode in (0, 3) else None
@@ -154,6 +182,39 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
         result.detail = (f"first: {last[0][:200]!r}; resume exit {resumed.returncode}: "
                          f"{resumed.stderr.strip()[-300:]!r}; differs: {differs}")
     return result
+
+
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-signal-stress", "PYTHONFAULTHANDLER": "1",
+       "PERSONAGRAPH_LIKELIHOOD_MODEL": "test"}
+
+
+def reference_run(command: str, args: list[str], folder: Path, env: dict[str, str]) -> tuple[float, object]:
+    """An uninterrupted run of the command: its wall time and comparable summary (RuntimeError: it failed)."""
+    reference_dir = folder / f"{command}-reference"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(reference_dir)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{command}: the reference run failed (exit {done.returncode}): {done.stderr[-500:]}")
+    return time.monotonic() - started, summary(reference_dir, command)
+
+
+def _refused(code: int | None, stderr: str | None) -> bool:
+    """Whether a process ended as the run lock refuses a second writer: exit 2 and its one line."""
+    lines = [line for line in (stderr or "").splitlines() if line.strip()]
+    return code == 2 and len(lines) == 1 and "in use by" in lines[0]
+
+
+def _ended(process: subprocess.Popen[str], sent: float, deadline_s: float) -> tuple[float | None, str]:
+    """Waits for a signalled process: seconds from the signal to its exit (None: alive at the deadline, then
+    its threads' stacks are taken and it is killed) and its stderr."""
+    try:
+        _, stderr = process.communicate(timeout=deadline_s)
+        return time.monotonic() - sent, stderr
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack on stderr
+        _, stderr = process.communicate(timeout=30)
+        return None, stderr
 
 
 def main() -> int:
@@ -174,29 +235,24 @@ def main() -> int:
         base_url = None
         if options.models == "openai":
             base_url = stack.enter_context(fake_server(delay=options.delay)).base_url
-        env = {**os.environ, "OPENAI_API_KEY": "sk-signal-stress", "PYTHONFAULTHANDLER": "1",
-               "PERSONAGRAPH_LIKELIHOOD_MODEL": "test"}
+        env = ENV
         lines = commands(options.models, base_url, ROOT / "bench" / "meta_eval_sample" / "items.jsonl",
                          options.protocol)
         for command in options.commands.split(","):
             args = lines[command]
-            reference_dir = folder / f"{command}-reference"
-            started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir",
-                                   str(reference_dir)], capture_output=True, text=True, env=env, cwd=ROOT,
-                                  timeout=600)
-            wall = time.monotonic() - started
-            if done.returncode != 0:
-                print(f"{command}: the reference run failed (exit {done.returncode}): {done.stderr[-500:]}")
+            try:
+                wall, reference = reference_run(command, args, folder, env)
+            except RuntimeError as exc:
+                print(exc)
                 return 1
-            reference = summary(reference_dir, command)
-            trials = [trial(command, args, wall, reference, folder, rng, options.deadline, env, i)
+            trials = [trial(command, args, wall, reference, folder, rng, options.deadline, env, i, MODES[i % 3])
                       for i in range(options.trials)]
             exits = [t.exit_s for t in trials if t.exit_s is not None]
             bad = [t for t in trials if not t.ok]
             failed += len(bad)
             print(f"{command}: reference {wall:.1f} s · {len(trials)} trials "
                   f"({sum(t.lock_refused for t in trials)} after a refused second writer, "
+                  f"{sum(t.together is not None for t in trials)} with a second started together, "
                   f"{sum(t.at_start_up for t in trials)} during start-up) · "
                   f"exited {len(exits)}/{len(trials)}, slowest {max(exits, default=0):.2f} s · "
                   f"resume equal {sum(bool(t.resume_equal) for t in trials)}/{len(trials)} · not ok {len(bad)}")
