@@ -37,8 +37,8 @@ from personagraph.models.retry import set_wait_notice
 from personagraph.models.settings import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from personagraph.redact import redact_text
 from personagraph.runs.base import (
-    CancellingExecutor,
     ConfigError,
+    MainTask,
     ProgressEvent,
     ProgressHandler,
     Summary,
@@ -85,13 +85,11 @@ class _Terminated:
 
     def __init__(self) -> None:
         self.seen = False
-        self.task: asyncio.Task[Any] | None = None  # the command's main task, while it runs
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.main: MainTask | None = None  # the command's main task, while it runs
 
     def __call__(self, signum: int, frame: Any) -> None:
         first, self.seen = not self.seen, True
-        if first and self.task is not None and self.loop is not None and not self.task.done():
-            self.loop.call_soon_threadsafe(self.task.cancel)
+        if first and self.main is not None and self.main.cancel_soon():
             return
         raise KeyboardInterrupt
 
@@ -99,20 +97,19 @@ class _Terminated:
         """Runs ``coroutine`` to completion in a new event loop whose main task a SIGTERM cancels; a run
         cancelled by it ends as Ctrl-C's does (``KeyboardInterrupt``, once every ``finally`` ran)."""
 
-        async def main() -> T:
-            self.task, self.loop = asyncio.current_task(), asyncio.get_running_loop()
-            self.loop.set_default_executor(CancellingExecutor())
+        async def settled() -> T:
             settle_collector()  # a command's process exists to run it
             return await coroutine
 
+        self.main = MainTask(settled())
         try:
-            return asyncio.run(main())
+            return asyncio.run(self.main())
         except asyncio.CancelledError:
             if self.seen:
                 raise KeyboardInterrupt from None
             raise
         finally:
-            self.task = self.loop = None
+            self.main = None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Terminated]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import gc
 import html
@@ -317,8 +316,10 @@ EXIT_WAIT_S = 2.0
 """How long an interrupted run waits for work already running on its worker threads before it returns."""
 
 
-class _Main:
-    """A coroutine as the main task of the event loop that runs it, which another thread can cancel."""
+class MainTask:
+    """A coroutine as the main task of the event loop that runs it (``asyncio.run(main())``), which a signal
+    handler or another thread can cancel: the run then ends as Ctrl-C ends it, every ``finally`` run. Its
+    loop's default executor is a :class:`CancellingExecutor`."""
 
     def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
         self.coroutine = coroutine
@@ -332,14 +333,22 @@ class _Main:
         self.started.set()
         return await self.coroutine
 
+    def cancel_soon(self) -> bool:
+        """Cancels the task if it runs; False when it has not started or has ended."""
+        if self.loop is None or self.task is None or self.task.done() or self.loop.is_closed():
+            return False
+        try:
+            self.loop.call_soon_threadsafe(self.task.cancel)
+        except RuntimeError:  # the loop closed in between: the run ended
+            return False
+        return True
+
     def cancel(self) -> None:
-        """Cancels the main task from any thread, once it runs (a run cancelled before its loop started
-        would run on)."""
+        """Cancels the task from another thread, once it runs (a run cancelled before its loop started would
+        run on)."""
         while not self.started.wait(0.05):
             pass
-        if self.loop is not None and self.task is not None and not self.loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed in between: the run ended
-                self.loop.call_soon_threadsafe(self.task.cancel)
+        self.cancel_soon()
 
 
 def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -351,7 +360,7 @@ def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
     waiting thread): the run's task is cancelled, so no further model call is sent, every ``finally`` runs
     and the run store keeps each finished item (the same call resumes), and ``KeyboardInterrupt`` is
     raised. A second interrupt while the run winds down raises at once."""
-    main = _Main(coroutine)
+    main = MainTask(coroutine)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
