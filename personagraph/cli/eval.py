@@ -113,8 +113,8 @@ def eval_command(
             loaded = load_benchmark(benchmark)
             fields["personas"] = [p for p, _ in loaded]
             fields["benchmark"] = {p.description: questions for p, questions in loaded}
-        elif personas:
-            fields["personas"] = load_personas(personas)
+        elif personas:  # on a thread: a signal is acted on while a large file is read
+            fields["personas"] = await asyncio.to_thread(load_personas, personas)
         elif not fields["personas"]:
             raise PersonagraphError("--persona: empty")
         options = {"models": model + agent or None, "judges": judge or None, "generator": generator,

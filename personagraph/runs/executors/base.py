@@ -322,6 +322,9 @@ class StoredUnits:
         for persona in personas:
             uid = _unit_id(persona.id, fingerprint)
             end = _last_end((kind, ends[kind].get(uid)) for kind in UNIT_ENDS)
+            if end is None and persona.id not in by_unit:  # nothing stored: a new unit (most of a large run)
+                outcomes.append(UnitOutcome(None, [], []))
+                continue
             records = UnitRecords.of(persona.id, by_unit[persona.id], config)
             outcomes.append(UnitOutcome.of(end, records, config))
         return outcomes
