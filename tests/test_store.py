@@ -280,3 +280,28 @@ def test_a_store_sqlite_may_not_write_is_cannot_write_there(run_dir: Path, monke
     monkeypatch.setattr("personagraph.store.sqlite3.connect", read_only)
     with pytest.raises(PersonagraphError, match=r"--run-dir .*: cannot write there \(attempt to write"):
         RunStore(run_dir)
+
+
+def test_a_lock_file_its_holder_removed_is_never_the_one_locked(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused start removes the lock file it made while it still holds it; a process that had opened
+    that file meanwhile then locks the file at the path (made again), never the removed one."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = RunLock(run_dir)
+    assert holder.made
+    opened_meanwhile = os.open(run_dir / "run.lock", os.O_RDWR)
+    holder.release(remove=True)
+    assert not (run_dir / "run.lock").exists()
+    real, calls = RunLock._open, []
+
+    def first_the_removed_file(self: RunLock) -> tuple[int, bool]:
+        calls.append(1)
+        return (opened_meanwhile, False) if len(calls) == 1 else real(self)
+
+    monkeypatch.setattr(RunLock, "_open", first_the_removed_file)
+    taker = RunLock(run_dir)
+    fd, _ = RunLock._held[taker.path]
+    assert len(calls) == 2 and taker.made
+    assert os.fstat(fd).st_ino == os.stat(run_dir / "run.lock").st_ino
+    taker.release()
