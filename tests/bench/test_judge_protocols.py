@@ -1,4 +1,4 @@
-"""bench/judge_protocols.py on the deterministic test judge: one meta-eval run per protocol, one row per subset."""
+"""bench/judge_protocols.py on the deterministic test judge: a meta-eval run per protocol, a row per subset."""
 
 from __future__ import annotations
 
@@ -48,7 +48,12 @@ def test_each_protocol_is_a_meta_eval_run_and_the_table_has_a_row_per_subset(tmp
     lines = done.stdout.splitlines()
     assert (tmp_path / "out" / "rationale" / "meta_eval.json").is_file()
     assert (tmp_path / "out" / "score" / "meta_eval.json").is_file()
-    rows = [line for line in lines if line.startswith("usr-personachat/")]
+    rows = [line for line in lines if line.startswith("usr-personachat/") and " | " in line]
     assert [r.split(" | ")[0] for r in rows] == ["usr-personachat/uses_knowledge", "usr-personachat/overall"]
     assert all(len(r.split(" | ")) == 6 for r in rows)
     assert lines[-1].startswith("best test:judge usr-personachat/uses_knowledge=")
+    # the pruning rule's reading: each protocol against the best one on the same items
+    against = [line for line in lines if line.startswith("usr-personachat/") and " | " not in line]
+    assert len(against) == 2 and all("rationale " in line and "score " in line for line in against)
+    verdicts = [line for line in lines if line.startswith("protocol ")]
+    assert len(verdicts) == 2 and any("best or within the CI of the best on" in line for line in verdicts)

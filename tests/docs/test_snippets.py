@@ -126,6 +126,7 @@ def test_runnable_blocks_run(page: Path, offline: Path, monkeypatch: pytest.Monk
 NOT_RUN_HERE = {
     ("docs/guides/evaluate.md", "personagraph ask"): "the page's overview; its runnable blocks run eval",
     ("docs/guides/evaluate.md", "personagraph eval"): "the page's overview, with a personas.txt of one's own",
+    ("docs/guides/judge-validity.md", "personagraph meta-eval"): "downloads the benchmarks' files; an API judge",
     ("docs/guides/memory.md", "personagraph memory eval-retrieval"): "needs the MADial-Bench data files",
     ("docs/guides/memory.md", "personagraph memory eval-dialogue"): "needs the MADial-Bench data files",
     ("docs/guides/metrics.md", "personagraph behavior-alignment"): "needs the INSPIRED dialogues",
