@@ -8,7 +8,8 @@ machine, the load, each protocol's paired difference to the best protocol on the
 the best or within the CI of the best anywhere, and a last line naming the best protocol per subset.
 
     .venv/bin/python bench/judge_protocols.py --judge local:qwen2.5-coder-1.5b \\
-        --protocols evidence,checklist --benchmark persona --benchmark-dir ../shared/benchmarks/judge-dev/raw --sample 20
+        --protocols evidence,checklist --benchmark persona \\
+        --benchmark-dir ../shared/benchmarks/judge-dev/raw --sample 20
 
 Last line: ``best <judge> <subset>=<protocol>:<ρ> …``.
 """

@@ -1,4 +1,4 @@
-"""bench/judge_protocols.py on the deterministic test judge: a meta-eval run per protocol, a row per subset."""
+"""bench/judge_protocols.py on the deterministic test judge: a meta-eval run per protocol, a row a subset."""
 
 from __future__ import annotations
 
