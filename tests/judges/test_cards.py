@@ -186,3 +186,18 @@ def test_a_run_made_with_a_protocol_that_is_gone_is_unmeasured_not_an_error() ->
 
     line = validity_lines(["test:judge"], "an-old-protocol", ["Persona Consistency"])["test:judge"]
     assert line == "test:judge (an-old-protocol): not measured against people (no such protocol now)"
+
+
+def test_the_embedded_judge_ships_a_card_for_the_protocol_it_is_asked_with() -> None:
+    """The quick run says what its score is worth: the packaged card matches the embedded judge's default
+    protocol and rubrics as they are now (a change to either needs the card measured again)."""
+    from personagraph.schemas import TASK_NAMES
+
+    judge = "local:qwen2.5-coder-1.5b"
+    line = validity_line(judge, get_protocol(None, judge), list(TASK_NAMES))
+    assert "vs people: Linguistic Habits" in line and "Persona Consistency" in line, (
+        f"{line}\nthe card in personagraph/judges/cards/ was measured with another protocol or rubric: run "
+        "`personagraph meta-eval --benchmark persona --benchmark-dir ../shared/benchmarks/judge-dev/raw "
+        f"--sample 30 -j {judge}` and copy the card it saves there (its data labelled as development halves)"
+    )
+    assert "development halves" in line and "(n 30)" in line
