@@ -214,3 +214,15 @@ def personas(n: int, offset: int = 0) -> list[Any]:
     towns = ("Lyon", "Austin", "Osaka", "Lagos", "Quito", "Perth", "Oslo", "Pune", "Cork", "Kyiv")
     return [Persona(description=f"A {20 + (i * 7) % 60}-year-old {jobs[i % 10]} from {towns[(i // 10) % 10]}"
                                 f" (#{i})") for i in range(offset, offset + n)]
+
+
+def serve_embedded(name: str) -> str:
+    """Starts llama-server with the embedded model ``name`` (kept until this process ends) and returns its
+    OpenAI-compatible base URL: the offline stand-in for an API judge, judged through the ``openai:`` path."""
+    import asyncio
+
+    from personagraph.models.engine import engine_for
+
+    url = asyncio.run(engine_for(name).base_url())
+    print(f"serving local:{name} at {url}", flush=True)
+    return url

@@ -37,7 +37,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._harness import load_average, machine  # noqa: E402
+from bench._harness import load_average, machine, serve_embedded  # noqa: E402
 from personagraph.judges.judge import score_response  # noqa: E402
 from personagraph.judges.manipulation import detect_manipulation  # noqa: E402
 from personagraph.judges.protocols import get_protocol  # noqa: E402
@@ -184,10 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(machine(), flush=True)
     if args.serve_embedded:
-        from personagraph.models.engine import engine_for
-
-        args.base_url = asyncio.run(engine_for(args.serve_embedded).base_url())
-        print(f"serving local:{args.serve_embedded} at {args.base_url} for {args.judge}", flush=True)
+        args.base_url = serve_embedded(args.serve_embedded)
     todo = items(data, args.answers)
     print(f"judge {args.judge} ({protocol.name}): {len(todo)} answers ({args.answers} plain) on "
           f"{', '.join(rubrics)}{'; flagged answers scored by rule, not asked' if args.skip_flagged else ''}",

@@ -7,9 +7,9 @@ pairwise accuracy for pairs), the best trivial baseline and the published refere
 machine, the load, each protocol's paired difference to the best protocol on the same items, whether it is
 the best or within the CI of the best anywhere, and a last line naming the best protocol per subset.
 
-    .venv/bin/python bench/judge_protocols.py --judge local:qwen2.5-coder-1.5b \\
-        --protocols evidence,checklist --benchmark persona \\
-        --benchmark-dir ../shared/benchmarks/judge-dev/raw --sample 20
+    .venv/bin/python bench/judge_protocols.py --judge openai:qwen2.5-coder-1.5b \\
+        --serve-embedded qwen2.5-coder-1.5b --protocols score,facts,checklist,rationale,evidence \\
+        --benchmark usr-personachat,persona-swap --benchmark-dir ../shared/benchmarks/judge-dev/raw --sample 20
 
 Last line: ``best <judge> <subset>=<protocol>:<ρ> …``.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from bench._harness import cpu, load_average  # noqa: E402
+from bench._harness import cpu, load_average, serve_embedded  # noqa: E402
 from personagraph import meta_evaluate  # noqa: E402
 from personagraph.judges.meta_eval import EXPECTED_SUFFIX, ITEM_KIND, RECORD_KIND, MetaItem  # noqa: E402
 from personagraph.judges.stats import (  # noqa: E402
@@ -110,10 +110,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--base-url", default=None)
+    parser.add_argument("--serve-embedded", default=None, metavar="NAME",
+                        help="serve the embedded model NAME with llama-server and judge through it "
+                             "(an openai: --judge: the stand-in for an API judge)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=Path("runs/judge-protocols"))
     args = parser.parse_args()
     start_load = load_average()
+    if args.serve_embedded:
+        args.base_url = serve_embedded(args.serve_embedded)
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     results: dict[str, dict[str, Any]] = {}
     for protocol in protocols:
