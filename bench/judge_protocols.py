@@ -9,7 +9,8 @@ the best or within the CI of the best anywhere, and a last line naming the best 
 
     .venv/bin/python bench/judge_protocols.py --judge openai:qwen2.5-coder-1.5b \\
         --serve-embedded qwen2.5-coder-1.5b --protocols score,facts,checklist,rationale,evidence \\
-        --benchmark usr-personachat,persona-swap --benchmark-dir ../shared/benchmarks/judge-dev/raw --sample 20
+        --benchmark usr-personachat,persona-swap --sample 20 \\
+        --benchmark-dir ../shared/benchmarks/judge-dev/raw
 
 Last line: ``best <judge> <subset>=<protocol>:<ρ> …``.
 """
