@@ -58,7 +58,7 @@ class Trial:
     stacks: str = ""
     detail: str = ""  # when not ok: the first process's last line, the resume's exit and what differs
     together: Ending | None = None  # the second process started at the same moment, when there was one
-    lost_race: bool = False  # started with a second process, this one was refused by the run lock
+    lost_race: bool = False  # a second process took the directory first: this one was refused by the run lock
 
     @property
     def at_start_up(self) -> bool:
@@ -164,9 +164,9 @@ def trial(command: str, args: list[str], wall_s: float, reference: object, folde
     name = signal.Signals(signum).name + (" (SIGINT ignored)" if sigint_ignored else "")
     result = Trial(command, name, round(at, 2), lock_refused, exit_s, process.returncode,
                    EXIT_LINE in (stderr or ""), stacks=(stderr or "")[-6000:] if exit_s is None else "")
+    result.lost_race = _refused(process.returncode, stderr)  # a second writer took the directory first
     if other is not None:
         other_exit_s, other_stderr = _ended(other, sent, deadline_s)
-        result.lost_race = _refused(process.returncode, stderr)
         result.together = Ending(other_exit_s, other.returncode, EXIT_LINE in (other_stderr or ""),
                                  _refused(other.returncode, other_stderr))
         if not result.together.ok:
