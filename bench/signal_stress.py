@@ -58,7 +58,7 @@ class Trial:
     stacks: str = ""
     detail: str = ""  # when not ok: the first process's last line, the resume's exit and what differs
     together: Ending | None = None  # the second process started at the same moment, when there was one
-    lost_race: bool = False  # a second process took the directory first: this one was refused by the run lock
+    lost_race: bool = False  # refused by the run lock: a second process took the directory first
 
     @property
     def at_start_up(self) -> bool:
@@ -192,10 +192,11 @@ def reference_run(command: str, args: list[str], folder: Path, env: dict[str, st
     """An uninterrupted run of the command: its wall time and comparable summary (RuntimeError: it failed)."""
     reference_dir = folder / f"{command}-reference"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir", str(reference_dir)],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "personagraph.cli", "-q", *args, "--run-dir",
+                           str(reference_dir)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     if done.returncode != 0:
-        raise RuntimeError(f"{command}: the reference run failed (exit {done.returncode}): {done.stderr[-500:]}")
+        raise RuntimeError(f"{command}: the reference run failed (exit {done.returncode}): "
+                           f"{done.stderr[-500:]}")
     return time.monotonic() - started, summary(reference_dir, command)
 
 
@@ -245,8 +246,8 @@ def main() -> int:
             except RuntimeError as exc:
                 print(exc)
                 return 1
-            trials = [trial(command, args, wall, reference, folder, rng, options.deadline, env, i, MODES[i % 3])
-                      for i in range(options.trials)]
+            trials = [trial(command, args, wall, reference, folder, rng, options.deadline, env, i,
+                            MODES[i % len(MODES)]) for i in range(options.trials)]
             exits = [t.exit_s for t in trials if t.exit_s is not None]
             bad = [t for t in trials if not t.ok]
             failed += len(bad)
