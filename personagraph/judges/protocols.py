@@ -9,8 +9,6 @@ beside the integer one.
 * ``rationale`` — a short rationale, then the score (the protocol of earlier versions).
 * ``score`` — the score alone: no rationale for a small model to talk itself into a score with.
 * ``facts`` — the persona restated as numbered facts, then the score alone.
-* ``checklist`` — numbered persona facts and the rubric's questions (which fact the response shows;
-  yes/no), scored by rule from P(good answer) (rubrics without a checklist fall back to ``facts``).
 * ``evidence`` (the embedded judges' default) — for a rubric with a fitted model (Persona Consistency):
   evidence read from the text and the judge's own model (``judges/features.py``: persona words the
   response states, its best sentence-to-fact MiniLM cosine, repetition, and how much the persona and the
@@ -104,9 +102,6 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol("score", "judge_score", "score", False, "the score alone", exemplars=False),
         Protocol("facts", "judge_facts", "score", True, "the persona as numbered facts, then the score only",
                  exemplars=False),
-        Protocol("checklist", "judge_checklist", "checklist", True,
-                 "numbered persona facts; which one the answer shows, yes/no checks; scored by rule",
-                 exemplars=False),
         Protocol("evidence", "judge_checklist", "checklist", True,
                  "the checklist's answers and text evidence weighed by a model fitted on graded ratings",
                  exemplars=False, weighed=True, dialogue_lines=DIALOGUE_LINES),
@@ -194,8 +189,8 @@ class Check(BaseModel):
     the number of the persona fact the response shows, or 0 for none; any fact is good. Naming a number
     makes a small judge look the facts up, where a yes/no question lets it answer by habit (the persona-
     swap dev set: bench/judge_protocols.py). ``answer`` "text": never asked; under ``evidence`` its P(good)
-    is the grounding model's reading of the response text (:func:`grounding_model`), under ``checklist``
-    the check is left out. ``answer`` "fit": never asked either; under ``evidence`` its P(good) is the
+    is the grounding model's reading of the response text (:func:`grounding_model`). ``answer`` "fit": never
+    asked either; under ``evidence`` its P(good) is the
     embedded model's P(Yes) that the character the persona describes could say the response
     (``features.character_fit``, ``prompts/character_fit.yaml``). A ``gate`` is not weighed in: a bad
     answer to it takes the score to the rubric's minimum (an AI disclosure is no persona answer however

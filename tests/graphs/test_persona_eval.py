@@ -134,10 +134,10 @@ async def test_an_error_that_stops_the_run_leaves_no_question_running(run_dir: P
     assert sibling_waiting.is_set() and all(task.done() for task in waiting)
 
 
-@pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("checklist", False), ("rationale", True)])
+@pytest.mark.parametrize(("protocol", "writes"), [("facts", False), ("evidence", False), ("rationale", True)])
 async def test_exemplars_are_written_only_for_judges_that_read_them(run_dir: Path, protocol: str,
                                                                      writes: bool) -> None:
-    """facts and checklist were measured without exemplars: judged as measured, and none are written."""
+    """facts and evidence were measured without exemplars: judged as measured, and none are written."""
     summary = await run_eval(config(judge_protocol=protocol), run_dir)
     store = RunStore(run_dir)
     questions = store.records("question")

@@ -107,14 +107,14 @@ async def test_a_checklist_call_asks_its_checks_and_nothing_it_does_not_read() -
     register_script("recorder", lambda messages, schema: seen.append(messages) or '{"score": 3}')
     client = ModelClient.create("test:recorder", "judge")
     rubric = load_rubric("expected_action")
-    for name in ("checklist", "evidence"):
-        await score_response(client, rubric, persona="p", question="q", response="r", examples="Score 5: x",
-                             protocol=name)
-        prompt = seen[-1][0]["content"] + seen[-1][1]["content"]
-        assert all(check.question in prompt for check in asked_checks(get_protocol(name, "local:x"), rubric))
-        # no 1-5 descriptions (the answers are yes/no or a fact's number) and no examples: they were half
-        # of every prompt and the quick run's judges are bound by their prompts
-        assert rubric.text() not in prompt and "EXAMPLES" not in prompt and "Score 5" not in prompt, name
+    await score_response(client, rubric, persona="p", question="q", response="r", examples="Score 5: x",
+                         protocol="evidence")
+    prompt = seen[-1][0]["content"] + seen[-1][1]["content"]
+    asked = asked_checks(get_protocol("evidence", "local:x"), rubric)
+    assert asked and all(check.question in prompt for check in asked)
+    # no 1-5 descriptions (the answers are yes/no or a fact's number) and no examples: they were half
+    # of every prompt and the quick run's judges are bound by their prompts
+    assert rubric.text() not in prompt and "EXAMPLES" not in prompt and "Score 5" not in prompt
 
 
 def test_expected_score_reads_the_score_position() -> None:
@@ -184,8 +184,8 @@ async def test_every_protocol_scores_with_test_models() -> None:
         assert scored.status == "ok" and 1 <= scored.score <= 5, name
         assert scored.expected is not None and 1 <= scored.expected <= 5, name
     fallback = await score_response(client, load_rubric("madial_naturalness"), persona="p", question="q",
-                                    response="r", protocol="checklist")
-    assert fallback.status == "ok" and '"score"' in fallback.raw  # no checklist: the facts protocol
+                                    response="r", protocol="evidence")
+    assert fallback.status == "ok" and '"score"' in fallback.raw  # no checklist, no fitted model: facts
 
 
 def test_protocol_choice() -> None:
@@ -376,7 +376,6 @@ def test_the_evidence_call_asks_only_what_its_model_reads_and_reads_its_gates_fr
 ) -> None:
     rubric = load_rubric("persona_consistency")
     names = lambda protocol: [c.name for c in asked_checks(get_protocol(protocol, "local:x"), rubric)]  # noqa: E731
-    assert names("checklist") == ["fact", "no_contradiction", "sensible", "in_character"]
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: WEIGHED)
     gates = lambda protocol: [c.name for c in read_gates(get_protocol(protocol, "local:x"), rubric)]  # noqa: E731
     assert names("evidence") == ["fact", "sensible"] and gates("evidence") == ["in_character"]
@@ -384,9 +383,9 @@ def test_the_evidence_call_asks_only_what_its_model_reads_and_reads_its_gates_fr
                               intercept=0.0)
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: text_only)
     assert names("evidence") == [] and gates("evidence") == ["in_character"]  # nothing asked
-    assert gates("checklist") == []  # the checklist rule asks its gates
     monkeypatch.setattr(protocols_module, "evidence_model", lambda rubric: None)
-    assert names("evidence") == names("checklist")  # no fitted model: the checklist rule needs them all
+    # no fitted model: the checklist rule needs every check the judge can answer, its gates too
+    assert names("evidence") == ["fact", "no_contradiction", "sensible", "in_character"]
     assert gates("evidence") == []
 
 
@@ -474,18 +473,15 @@ async def test_the_grounding_check_is_read_from_the_text_under_evidence_only(
     generic = "I would check my email first."
     scored = {}
     for response in (grounded, generic):
-        for protocol in ("evidence", "checklist"):
-            scored[response, protocol] = await score_response(judge, rubric, persona=persona,
-                                                              question="Roundup?", response=response,
-                                                              protocol=protocol)
-    # The judge answers both alike; the text tells them apart, under evidence only.
-    assert scored[grounded, "checklist"].score == scored[generic, "checklist"].score == 5
+        scored[response, "evidence"] = await score_response(judge, rubric, persona=persona, question="Roundup?",
+                                                            response=response, protocol="evidence")
+    # The judge answers both alike (the script's answers do not depend on the response); the text tells
+    # them apart.
     assert scored[grounded, "evidence"].expected > scored[generic, "evidence"].expected
     share = GROUNDED.share({"knowledge_stems": knowledge_stems(Text(persona, "Roundup?", grounded))})
     assert scored[grounded, "evidence"].inputs["check:grounding"] == pytest.approx(share)
     assert f"grounding (read from the text): P good {share:.2f}" in scored[grounded, "evidence"].rationale
-    assert "check:grounding" not in scored[grounded, "checklist"].inputs
-    assert len(ACTION_PROMPTS) == 4 and all(grounding.question not in prompt for prompt in ACTION_PROMPTS)
+    assert len(ACTION_PROMPTS) == 2 and all(grounding.question not in prompt for prompt in ACTION_PROMPTS)
 
 
 def test_the_packaged_grounding_model_reads_a_played_persona_above_another() -> None:
@@ -578,9 +574,13 @@ async def test_the_embedded_judge_reads_the_last_lines_of_a_long_dialogue() -> N
     judge = ModelClient.create("test:action-checks-good", "judge")
     rubric = load_rubric("expected_action")
     ACTION_PROMPTS.clear()
-    for protocol in ("evidence", "checklist"):
-        await score_response(judge, rubric, persona="I ride.", question=dialogue, response="I'd ride.",
-                             protocol=protocol)
-    evidence, checklist_prompt = ACTION_PROMPTS
-    assert "User1: line 0\n" in checklist_prompt and "User1: line 0\n" not in evidence
+    await score_response(judge, rubric, persona="I ride.", question=dialogue, response="I'd ride.",
+                         protocol="evidence")
+    whole: list[str] = []
+    register_script("whole-reader", lambda messages, schema: whole.append(messages[-1]["content"])
+                    or '{"rationale": "r", "score": 3}')
+    await score_response(ModelClient.create("test:whole-reader", "judge"), rubric, persona="I ride.",
+                         question=dialogue, response="I'd ride.", protocol="rationale")
+    (evidence,), (rationale,) = ACTION_PROMPTS, whole
+    assert "User1: line 0\n" in rationale and "User1: line 0\n" not in evidence
     assert "…\nUser1: line 4\n" in evidence and f"line {DIALOGUE_LINES + 3}" in evidence
