@@ -27,13 +27,12 @@ import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from personagraph.judges.protocols import DIALOGUE_LINES, persona_facts
+from personagraph.judges.words import WORD, stems
 
-_WORD = re.compile(r"[a-z]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _SPEAKER = re.compile(r"^\s*([A-Za-z][\w .'-]{0,30}):\s?(.*)$")
 
@@ -45,34 +44,6 @@ class Text:
     persona: str
     question: str
     response: str
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-case words of three letters or more that are not English stop words."""
-    stop_words = _stop_words()
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in stop_words)
-
-
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
-    """scikit-learn's English stop words, imported when first needed: importing scikit-learn costs about a
-    second (it loads scipy and pandas), which every command would pay at start-up."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return ENGLISH_STOP_WORDS
-
-
-@lru_cache(maxsize=1)
-def _stemmer():  # nltk's Porter stemmer needs no downloaded data
-    from nltk.stem import PorterStemmer  # only when a feature is computed
-
-    return PorterStemmer()
-
-
-def stems(text: str) -> frozenset[str]:
-    """The Porter stems of :func:`content_words`."""
-    stem = _stemmer().stem
-    return frozenset(stem(w) for w in content_words(text))
 
 
 def _turns(question: str) -> tuple[list[str], list[re.Match[str] | None]]:
@@ -101,7 +72,7 @@ def last_turn(question: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    return WORD.findall(text.lower())
 
 
 # --- the features --------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from personagraph.errors import PersonagraphError
 from personagraph.judges.judge_instructions import detect_judge_instruction
+from personagraph.judges.words import content_words
 from personagraph.resources import read_yaml
 
 FILE = "judges/manipulation.yaml"
@@ -150,8 +151,6 @@ def _stuffing(text: str, persona: str) -> str | None:
     """What shows the persona's words filling the answer (see the YAML): a phrase of persona words (two or
     more, at most one other word apart: "retired cowboy from Texas") restated ``phrase_repeats`` times, or
     persona words repeated ``repeats`` times beyond their first use and making up ``share`` of the words."""
-    from personagraph.judges.features import content_words
-
     patterns = _patterns()
     own = {_stem(w) for w in content_words(persona)}
     if not own:

@@ -34,11 +34,12 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from personagraph.judges.features import BASELINES, Text, content_words
+from personagraph.judges.features import BASELINES, Text
 from personagraph.judges.features import compute as compute_features
 from personagraph.judges.protocols import Protocol
 from personagraph.judges.rubrics import Rubric
 from personagraph.judges.stats import Estimate, mean_estimate, pair_credit, roc_auc
+from personagraph.judges.words import content_words
 from personagraph.models import ModelClient
 from personagraph.prompts import load_prompt
 from personagraph.resources import data_hash, read_yaml

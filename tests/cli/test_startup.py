@@ -17,7 +17,7 @@ import json, sys
 import numpy as np
 import personagraph.cli
 loaded = [m for m in {list(HEAVY)!r} if m in sys.modules]
-from personagraph.judges.features import content_words
+from personagraph.judges.words import content_words
 from personagraph.judges.self_preference import paired_gap, unpaired_gap
 from personagraph.judges.stats import spearman
 from personagraph.judges.validity import roc_auc

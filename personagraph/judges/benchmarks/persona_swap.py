@@ -15,8 +15,8 @@ from personagraph.errors import PersonagraphError
 from personagraph.files import read_text
 from personagraph.judges.benchmarks.base import Benchmark, Subset
 from personagraph.judges.benchmarks.sources import SourceFile
-from personagraph.judges.features import content_words
 from personagraph.judges.meta_eval import MetaItem
+from personagraph.judges.words import content_words
 
 DATA = SourceFile(
     "persobench",

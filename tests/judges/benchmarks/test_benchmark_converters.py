@@ -13,9 +13,9 @@ import pytest
 from personagraph.errors import PersonagraphError
 from personagraph.judges.benchmarks import BENCHMARKS, load, resolve, stratified_sample
 from personagraph.judges.benchmarks.characterbench import dialogue
-from personagraph.judges.features import content_words
 from personagraph.judges.meta_eval import CriterionCatalogue
 from personagraph.judges.stats import spearman
+from personagraph.judges.words import content_words
 
 RAW = Path(__file__).resolve().parents[4] / "shared" / "benchmarks" / "judge-dev" / "raw"
 needs_dev = pytest.mark.skipif(
