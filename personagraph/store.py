@@ -308,7 +308,10 @@ class RunLock:
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-        except OSError as exc:  # a full disk, a quota
+        except OSError as exc:  # a full disk, a quota: the lock file this call made goes while still held
+            if made:
+                with suppress(OSError):
+                    os.unlink(self.path)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
             raise _cannot_write(self.path.parent, exc.strerror or str(exc)) from None
@@ -398,7 +401,13 @@ class RunStore:
         if not readonly:
             self._made_dir = self._make_dir()
             refuse_links(self.run_dir, (*STORE_FILES, *RUN_FOLDERS))
-        self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
+        try:
+            self._run_lock = RunLock(self.run_dir) if lock and not readonly else None
+        except BaseException:  # refused or failed to lock: a run directory this call made goes again
+            if self._made_dir:
+                with suppress(OSError):  # not empty: another process's by now
+                    self.run_dir.rmdir()
+            raise
         self._check_reads = readonly  # a writable store checked every row when it opened (_verify)
         try:
             if not readonly:  # under the lock: no other process adds or removes run files now

@@ -19,7 +19,7 @@ import json
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -255,7 +255,13 @@ class MemoryBank:
         if self._folder is None:
             yield
             return
-        lock = RunLock(self._folder, name=BANK_LOCK_FILE, flag="--memory-dir", wait_s=WRITE_WAIT_S)
+        try:
+            lock = RunLock(self._folder, name=BANK_LOCK_FILE, flag="--memory-dir", wait_s=WRITE_WAIT_S)
+        except BaseException:  # refused, or no room for the lock file: a folder this process made goes again
+            if remove_made:
+                with suppress(OSError):  # not empty: another process's by now
+                    self._folder.rmdir()
+            raise
         try:
             yield
         except BaseException:

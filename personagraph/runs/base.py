@@ -363,7 +363,10 @@ def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
     main = MainTask(coroutine)
     try:
         asyncio.get_running_loop()
+        in_a_loop = True
     except RuntimeError:
+        in_a_loop = False
+    if not in_a_loop:  # outside the except block: the run's own errors are not chained to this one
         return asyncio.run(main())  # Ctrl-C cancels its main task: the same way out
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagraph-sync")
     try:
