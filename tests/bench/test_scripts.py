@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # script → (tiny arguments, the line its figure is read from)
 SMOKE = {
+    "fault_recovery.py": ([], r"^every item done after \d+ rerun\(s\): True; honest runs: (\d+)/\1$"),
+    "memory_scale.py": (["--sizes", "300", "--queries", "5", "--warmup", "1", "--clusters", "10"],
+                        r"^at 300: p50 [\d.]+ ms, p95 [\d.]+ ms \(raw HNSW p50 [\d.]+ ms\), recall@10 [\d.]+"),
     "refusal_markers.py": ([], r"^recall on refusals: \d+/30 = [\d.]+ \[95% CI"),
     "stats_bootstrap.py": (["--sizes", "20", "--resamples", "50", "--repeat", "1"],
                            r"^\s+20\s+50\s+[\d.]+\s"),
