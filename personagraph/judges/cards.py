@@ -107,10 +107,10 @@ def find_card(judge: str, protocol: Protocol) -> Card | None:
 
 def _section_figure(section: str, result: dict[str, Any], judge: str) -> Figure | None:
     rows = result["judges"]
-    row = rows.get(judge + EXPECTED_SUFFIX) or rows.get(judge)  # the probability-weighted score, if any
+    name = judge + EXPECTED_SUFFIX if judge + EXPECTED_SUFFIX in rows else judge  # probability-weighted first
+    row = rows.get(name)
     if row is None or not row["n"]:
         return None
-    name = judge + EXPECTED_SUFFIX if judge + EXPECTED_SUFFIX in rows else judge
     rho = row["spearman"]
     best = result.get("best_baseline")
     paired = result.get("pairwise", {}).get(name, {})
