@@ -85,13 +85,13 @@ def against_best(scores: dict[str, dict[str, tuple[float, float, str]]], seed: i
     """Each protocol's figure minus the best protocol's on the items every protocol scored (paired bootstrap):
     ρ for graded subsets, the share of pairs ordered right for pairs. The best's own row is 0."""
     keys = sorted(set.intersection(*(set(by_key) for by_key in scores.values())))
-    human = [next(iter(scores.values()))[k][1] for k in keys]
-    paired = any(next(iter(scores.values()))[k][2] for k in keys)
-    if paired:
+    items = next(iter(scores.values()))  # the people's mean and the pair of each key: the same in every run
+    human = [items[k][1] for k in keys]
+    if any(items[k][2] for k in keys):
         pairs: dict[str, list[str]] = {}
         for k in keys:
-            pairs.setdefault(next(iter(scores.values()))[k][2], []).append(k)
-        whole = [sorted(ks, key=lambda k: -human[keys.index(k)]) for ks in pairs.values() if len(ks) == 2]
+            pairs.setdefault(items[k][2], []).append(k)
+        whole = [sorted(ks, key=lambda k: -items[k][1]) for ks in pairs.values() if len(ks) == 2]
         credit = {p: pair_credit(np.array([by_key[h][0] for h, _ in whole]), np.array([by_key[low][0]
                                  for _, low in whole])) for p, by_key in scores.items()}
         best = max(credit, key=lambda p: credit[p].mean())

@@ -76,9 +76,9 @@ async def run(
     catalogue = CriterionCatalogue(config.rubric_files)
     loaded: benchmarks.Loaded | None = None
     if config.benchmark:
-        chosen = benchmarks.resolve(config.benchmark)
         local = Path(config.benchmark_dir) if config.benchmark_dir else None
-        loaded = benchmarks.load(chosen, benchmark_dir=local, sample=config.sample, seed=config.seed)
+        loaded = benchmarks.load(benchmarks.resolve(config.benchmark), benchmark_dir=local,
+                                 sample=config.sample, seed=config.seed)
         items = loaded.items
     else:
         assert config.items is not None  # the config has one of the two
@@ -178,7 +178,7 @@ run_sync = synchronous(run)
 def benchmark_record(config: MetaEvalConfig, loaded: benchmarks.Loaded) -> dict[str, Any]:
     """What the summary says of the benchmarks read: names, files (where from, sha256, whether each is the
     full pinned file), the sample, each subset's description and published reference judge."""
-    chosen = benchmarks.resolve(config.benchmark)
+    chosen = loaded.benchmarks
     return {
         "names": [b.name for b in chosen],
         "dir": str(Path(config.benchmark_dir).resolve()) if config.benchmark_dir else None,

@@ -48,8 +48,9 @@ def resolve(names: list[str]) -> list[Benchmark]:
 
 @dataclass(frozen=True)
 class Loaded:
-    """The items of the benchmarks asked for, and what the result records of each file read."""
+    """The benchmarks asked for, their items, and what the result records of each file read."""
 
+    benchmarks: list[Benchmark]
     items: list[MetaItem]
     files: list[dict[str, Any]]
 
@@ -89,7 +90,7 @@ def load(
                 )
             converted = subset.convert(subset, located[key].path)
             items.extend(converted if sample is None else stratified_sample(converted, sample, seed))
-    return Loaded(items, files)
+    return Loaded(benchmarks, items, files)
 
 
 def _unit(item: MetaItem) -> str:
